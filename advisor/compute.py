@@ -1,0 +1,69 @@
+"""Compute time: FLOPs through size-dependent efficiency data, and the optimizer step.
+
+    t = FLOPs / (peak(precision) * efficiency)
+    efficiency = gemm_efficiency[arch](hidden) * t_mb / (t_mb + half_tokens)
+                 * compile_speedup (if compiled) * fp8_ratio (if fp8)
+
+FLOPs per token are the matmul FLOPs the GPU executes (`ModelSpec.matmul_flops_per_token`);
+forward is one third of forward + backward (Kaplan et al. 2020, 2 vs 4 FLOPs per weight).
+Full checkpointing re-runs the forward inside backward; selective re-runs norms and pointwise
+ops (a prior fraction of forward).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from advisor.strategies.base import Context
+from advisor.workload import optimizer_step_bytes_per_param
+
+
+@dataclass(frozen=True, slots=True)
+class MicroBatchTime:
+    forward_s: float
+    backward_s: float
+    """Includes recomputation."""
+
+
+def efficiency(ctx: Context) -> float:
+    """Achieved fraction of the dense peak for this model, micro-batch and precision."""
+    cp = ctx.priors.compute
+    w = ctx.workload
+    arch = ctx.cluster.gpu.architecture
+    eff = ctx.priors.gemm_efficiency[arch](ctx.model.hidden)
+    tokens = w.micro_batch * w.seq_len
+    eff *= tokens / (tokens + cp.micro_batch_half_tokens)
+    if w.compile:
+        eff *= cp.compile_speedup
+    if w.precision == "fp8":
+        eff *= cp.fp8_efficiency_ratio
+    return min(eff, 0.95)
+
+
+def micro_batch_time(ctx: Context, efficiency_scale: float = 1.0) -> MicroBatchTime:
+    """Forward and backward seconds for one micro-batch on one GPU."""
+    w = ctx.workload
+    cp = ctx.priors.compute
+    skip = cp.flash_causal_skip if w.flash_attention else 1.0
+    flops = ctx.model.matmul_flops_per_token(w.seq_len, skip) * w.micro_batch * w.seq_len
+    rate = ctx.cluster.gpu.peak_flops(w.precision) * efficiency(ctx) * efficiency_scale
+    forward = flops / 3 / rate
+    recompute = {"none": 0.0, "selective": cp.selective_recompute_fraction, "full": 1.0}[w.act_ckpt]
+    return MicroBatchTime(forward_s=forward, backward_s=2 * forward + recompute * forward)
+
+
+def hardware_flops_per_token(ctx: Context) -> float:
+    """MFU FLOPs plus the recomputed forward (full checkpointing: 2P + 4*L*h*s more), for HFU."""
+    m, s = ctx.model, ctx.workload.seq_len
+    mfu = m.mfu_flops_per_token(s)
+    if ctx.workload.act_ckpt == "full":
+        return mfu + mfu / 3
+    return mfu
+
+
+def optimizer_step_s(ctx: Context, params: float) -> float:
+    """Memory-bound optimizer step over `params` parameters on one GPU."""
+    if params <= 0:
+        return 0.0
+    per_param = optimizer_step_bytes_per_param(ctx.workload.precision, ctx.workload.optimizer)
+    return params * per_param / (ctx.cluster.hbm_bytes_per_s * ctx.priors.compute.hbm_efficiency)

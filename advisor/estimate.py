@@ -1,0 +1,115 @@
+"""One estimate: a pure function of (cluster, model, workload, strategy, priors) -> Estimate."""
+
+from __future__ import annotations
+
+from advisor import compute
+from advisor.communication import bytes_per_gpu, collective_time_s, group_shape
+from advisor.errors import Infeasible
+from advisor.hardware import Cluster
+from advisor.memory import does_not_fit, memory_breakdown
+from advisor.model import ModelSpec
+from advisor.priors import Priors
+from advisor.results import (
+    ClusterInfo,
+    CollectiveReport,
+    CommBytes,
+    Communication,
+    Estimate,
+    ModelInfo,
+    Settings,
+    StepTime,
+    Throughput,
+)
+from advisor.strategies.base import Context, Strategy
+from advisor.timing import step_parts
+from advisor.workload import Workload
+
+
+def cluster_info(cluster: Cluster) -> ClusterInfo:
+    return ClusterInfo(spec=cluster.spec, gpu=cluster.gpu.name, num_gpus=cluster.num_gpus,
+                       nodes=cluster.nodes, gpus_per_node=cluster.gpus_per_node,
+                       gpu_memory_bytes=cluster.gpu_memory_bytes,
+                       intra_node_link=cluster.gpu.intra_node_link,
+                       inter_node_bytes_per_s=cluster.inter_node_bytes_per_s,
+                       notes=list(cluster.notes))
+
+
+def model_info(model: ModelSpec) -> ModelInfo:
+    return ModelInfo(name=model.name, params=model.params, layers=model.layers,
+                     hidden=model.hidden, heads=model.heads, kv_heads=model.kv_heads,
+                     ffn=model.ffn, vocab=model.vocab, gated_mlp=model.gated_mlp,
+                     tied_embeddings=model.tied_embeddings, inferred=model.inferred,
+                     decoder_layer_class=model.decoder_layer_class, source=model.source)
+
+
+def settings(ctx: Context, strategy: Strategy) -> Settings:
+    w = ctx.workload
+    offload = getattr(strategy, "offload_optimizer", None) or (
+        "cpu" if getattr(strategy, "cpu_offload", False) else "none")
+    return Settings(micro_batch=w.micro_batch, grad_accum=w.grad_accum,
+                    global_batch_tokens=w.tokens_per_step(ctx.world), seq_len=w.seq_len,
+                    act_ckpt=w.act_ckpt, precision=w.precision, optimizer=w.optimizer,
+                    flash_attention=w.flash_attention, compile=w.compile,
+                    fsdp_version=getattr(strategy, "fsdp_version", None), offload=offload)
+
+
+def _communication(ctx: Context, strategy: Strategy, comm_total_s: float) -> Communication:
+    ga = ctx.workload.grad_accum
+    reports, intra, inter = [], 0.0, 0.0
+    for c in strategy.collectives(ctx):
+        count = ga if c.per_micro_batch else 1
+        tiers = bytes_per_gpu(c.op, c.span, c.buffer_bytes, ctx.cluster)
+        per_node, nodes = group_shape(c.span, ctx.cluster)
+        reports.append(CollectiveReport(
+            what=c.what, op=c.op, phase=c.phase, span=c.span, group_size=per_node * nodes,
+            count_per_step=count, buffer_bytes=c.buffer_bytes,
+            intra_node_bytes=count * tiers.intra_node, inter_node_bytes=count * tiers.inter_node,
+            time_s=count * collective_time_s(c, ctx.cluster, ctx.priors)))
+        intra += count * tiers.intra_node
+        inter += count * tiers.inter_node
+    host = strategy.host_work(ctx)
+    return Communication(
+        per_gpu_bytes_per_step=CommBytes(total=intra + inter, intra_node=intra, inter_node=inter),
+        collectives=reports,
+        pcie_bytes_per_step=host.pcie_overlappable_bytes + host.pcie_exposed_bytes,
+        nvme_bytes_per_step=host.nvme_bytes, time_s=comm_total_s)
+
+
+def estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: Strategy,
+             priors: Priors, tokens_to_train: float | None = None) -> Estimate:
+    """Memory, communication, step time and throughput of one plan, fitting or not."""
+    ctx = Context(cluster=cluster, model=model, workload=workload, priors=priors)
+    base = dict(strategy=strategy.name, engine=strategy.engine, settings=settings(ctx, strategy),
+                cluster=cluster_info(cluster), model=model_info(model))
+    try:
+        strategy.check(ctx)
+        cluster.gpu.peak_flops(workload.precision)
+    except Infeasible as exc:
+        return Estimate(fits=False, reason=exc.reason, fix=exc.fix, memory=None,
+                        communication=None, time=None, throughput=None, **base)
+    memory = memory_breakdown(ctx, strategy)
+    collectives = strategy.collectives(ctx)
+    host = strategy.host_work(ctx)
+    gpu_opt = strategy.gpu_optimizer_params(ctx)
+    parts = step_parts(ctx, collectives, host, strategy.engine, gpu_opt)
+    sigma = priors.uncertainty
+    low = step_parts(ctx, collectives, host, strategy.engine, gpu_opt,
+                     1 + sigma["compute_efficiency"], 1 + sigma["collective_efficiency"])
+    high = step_parts(ctx, collectives, host, strategy.engine, gpu_opt,
+                      1 / (1 + sigma["compute_efficiency"]), 1 / (1 + sigma["collective_efficiency"]))
+    time = StepTime(step_s=parts.step_s, compute_s=parts.compute_s,
+                    exposed_comm_s=parts.exposed_comm_s, optimizer_s=parts.optimizer_s,
+                    offload_s=parts.offload_s, low_s=low.step_s, high_s=high.step_s)
+    tokens_per_step = workload.tokens_per_step(cluster.num_gpus)
+    tps_gpu = tokens_per_step / parts.step_s / cluster.num_gpus
+    peak = cluster.gpu.peak_flops(workload.precision)
+    throughput = Throughput(
+        tokens_per_step=tokens_per_step, tokens_per_s_per_gpu=tps_gpu,
+        mfu=model.mfu_flops_per_token(workload.seq_len) * tps_gpu / peak,
+        hfu=compute.hardware_flops_per_token(ctx) * tps_gpu / peak,
+        time_to_train_s=(tokens_to_train / (tps_gpu * cluster.num_gpus)
+                         if tokens_to_train else None))
+    reason = does_not_fit(memory, priors.offload.host_ram_usable_fraction)
+    return Estimate(fits=reason is None, reason=reason, fix=None, memory=memory,
+                    communication=_communication(ctx, strategy, parts.comm_total_s),
+                    time=time, throughput=throughput, **base)

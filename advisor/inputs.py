@@ -1,0 +1,200 @@
+"""Requests: the user's inputs as one bounded, validated pydantic model, shared by the CLI
+(flags with dashes) and the REST API (the same names with underscores), and their resolution
+into the model's three inputs (Cluster, ModelSpec, Workload / SearchSpace)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from advisor.errors import InvalidInput
+from advisor.hardware import Cluster, ClusterOverrides, parse_cluster
+from advisor.model import MAX_PARAMS, ModelSpec, infer_from_params, preset
+from advisor.search import MICRO_BATCH_LADDER, SearchSpace
+from advisor.strategies import STRATEGY_NAMES
+from advisor.units import parse_count
+from advisor.workload import (
+    ACT_CKPTS,
+    MAX_GRAD_ACCUM,
+    MAX_MICRO_BATCH,
+    MAX_SEQ_LEN,
+    ActCkpt,
+    OptimizerName,
+    Precision,
+    Workload,
+)
+
+Count = Annotated[float, BeforeValidator(lambda v: parse_count(v) if isinstance(v, str) else v)]
+StrategyName = Literal[STRATEGY_NAMES]  # type: ignore[valid-type]
+
+
+class JobRequest(BaseModel):
+    """Model, cluster and workload of one training job. Give the model one way: `params`,
+    `model` (preset), `hf_config` (config.json content) or the shape fields."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    params: Count | None = Field(default=None, gt=0, le=MAX_PARAMS)
+    """Parameter count (e.g. 13e9 or "13B"); alone, the shape is inferred."""
+    model: str | None = Field(default=None, max_length=64)
+    """Preset id (see `advisor models`)."""
+    hf_config: dict[str, Any] | None = None
+    """Contents of a Hugging Face config.json."""
+    layers: int | None = Field(default=None, gt=0, le=1024)
+    hidden: int | None = Field(default=None, gt=0, le=131072)
+    heads: int | None = Field(default=None, gt=0, le=1024)
+    kv_heads: int | None = Field(default=None, gt=0, le=1024)
+    ffn: int | None = Field(default=None, gt=0, le=1048576)
+    vocab: int | None = Field(default=None, gt=0, le=4194304)
+    gated_mlp: bool = True
+    tied_embeddings: bool = False
+    gpus: str = Field(min_length=1, max_length=64)
+    """Cluster spec: 8xA100, 2x8xH100, 64xH100, 4xA100-40GB, 8xL40S."""
+    gpus_per_node: int | None = Field(default=None, gt=0, le=64)
+    inter_node_gbps: float | None = Field(default=None, gt=0, le=1e5)
+    """Network bandwidth per node, Gbit/s."""
+    cpu_ram_gib: float | None = Field(default=None, gt=0, le=1e5)
+    """Host RAM per node, GiB."""
+    nvme_gbps: float | None = Field(default=None, gt=0, le=1e5)
+    """NVMe bandwidth per node, Gbit/s."""
+    seq_len: int = Field(default=4096, gt=0, le=MAX_SEQ_LEN)
+    micro_batch: int | None = Field(default=None, gt=0, le=MAX_MICRO_BATCH)
+    grad_accum: int | None = Field(default=None, gt=0, le=MAX_GRAD_ACCUM)
+    global_batch_tokens: Count | None = Field(default=None, gt=0, le=1e12)
+    """Global batch in tokens (e.g. "4M"); sets gradient accumulation."""
+    tokens: Count | None = Field(default=None, gt=0, le=1e16)
+    """Tokens to train on (e.g. "300B"), for time to train."""
+    precision: Precision | None = None
+    """bf16 (default where supported, else fp16), fp16, fp32 or fp8."""
+    optimizer: OptimizerName = "adamw"
+    act_ckpt: ActCkpt | None = None
+    """Activation checkpointing; recommend searches all when unset, estimate uses none."""
+    flash_attention: bool = True
+    compile: bool = False
+    fsdp_version: Literal[1, 2] = 2
+
+
+class EstimateRequest(JobRequest):
+    strategy: StrategyName = "fsdp"
+
+
+class RecommendRequest(JobRequest):
+    strategies: list[StrategyName] | None = Field(default=None, max_length=len(STRATEGY_NAMES))
+    """Strategies to consider (default: all)."""
+
+
+def _allowed(model_cls: type[BaseModel], field: str) -> str | None:
+    info = model_cls.model_fields.get(field)
+    if info is None:
+        return None
+    lo = hi = None
+    for meta in info.metadata:
+        if isinstance(meta, Gt | Ge):
+            lo = f"{'>' if isinstance(meta, Gt) else '>='} {meta.gt if isinstance(meta, Gt) else meta.ge:g}"
+        if isinstance(meta, Le | Lt):
+            hi = f"{'<=' if isinstance(meta, Le) else '<'} {meta.le if isinstance(meta, Le) else meta.lt:g}"
+    return " and ".join(x for x in (lo, hi) if x) or None
+
+
+def validate_request(model_cls: type[JobRequest], data: dict[str, Any]) -> JobRequest:
+    """Build a request, turning the first validation error into InvalidInput(field, ...)."""
+    try:
+        return model_cls.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "request"
+        message = err["msg"].replace("Value error, ", "")
+        raise InvalidInput(field, message, _allowed(model_cls, str(err["loc"][0]) if err["loc"] else "")) from None
+
+
+def resolve_model(req: JobRequest) -> ModelSpec:
+    from advisor.hf_config import from_hf_config
+
+    shape = {k: getattr(req, k) for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab")}
+    given = [name for name, present in (("params", req.params is not None), ("model", req.model),
+                                        ("hf_config", req.hf_config is not None),
+                                        ("layers", any(v is not None for v in shape.values())))
+             if present]
+    if not given or len([g for g in given if g != "params"]) > 1:
+        raise InvalidInput("model", "give the model one way", "--params, --model, --hf-config, "
+                           "or the shape flags --layers --hidden --heads --ffn --vocab [--kv-heads]")
+    if "model" in given:
+        spec = preset(req.model)
+    elif "hf_config" in given:
+        spec = from_hf_config(req.hf_config, source="hf_config")
+    elif "layers" in given:
+        missing = [k for k, v in shape.items() if v is None and k != "kv_heads"]
+        if missing:
+            raise InvalidInput(missing[0], "required with the shape flags",
+                               "--layers --hidden --heads --ffn --vocab")
+        try:
+            spec = ModelSpec(name="custom", **{**shape, "kv_heads": shape["kv_heads"] or shape["heads"]},
+                             gated_mlp=req.gated_mlp, tied_embeddings=req.tied_embeddings,
+                             source="shape flags")
+        except ValidationError as exc:
+            raise InvalidInput("heads", exc.errors()[0]["msg"].replace("Value error, ", ""),
+                               "heads dividing hidden, kv_heads dividing heads") from None
+    else:
+        return infer_from_params(req.params)
+    if req.params is not None:
+        spec = spec.model_copy(update={"params_override": int(req.params)})
+    return spec
+
+
+def resolve_cluster(req: JobRequest) -> Cluster:
+    return parse_cluster(req.gpus, ClusterOverrides(
+        gpus_per_node=req.gpus_per_node, inter_node_gbps=req.inter_node_gbps,
+        cpu_ram_gib=req.cpu_ram_gib, nvme_gbps=req.nvme_gbps))
+
+
+def base_workload(req: JobRequest, cluster: Cluster, model: ModelSpec) -> Workload:
+    """The workload with precision resolved (bf16 where supported, else fp16)."""
+    precision = req.precision or ("bf16" if cluster.gpu.supports("bf16") else "fp16")
+    if req.precision is None and precision == "fp16":
+        cluster.notes.append(f"{cluster.gpu.name} has no bf16: using fp16 mixed precision")
+    if not cluster.gpu.supports(precision):
+        cluster.gpu.peak_flops(precision)  # raises InvalidInput naming the supported ones
+    if model.position_embedding == "learned" and req.seq_len > model.max_position_embeddings:
+        raise InvalidInput("seq_len", f"{model.name} has learned positions up to "
+                           f"{model.max_position_embeddings}", f"1 to {model.max_position_embeddings}")
+    return Workload(seq_len=req.seq_len, micro_batch=req.micro_batch or 1,
+                    grad_accum=req.grad_accum or 1, precision=precision, optimizer=req.optimizer,
+                    act_ckpt=req.act_ckpt or "none", flash_attention=req.flash_attention,
+                    compile=req.compile)
+
+
+def resolve_estimate(req: EstimateRequest) -> tuple[Cluster, ModelSpec, Workload]:
+    cluster, model = resolve_cluster(req), resolve_model(req)
+    workload = base_workload(req, cluster, model)
+    if req.global_batch_tokens is not None:
+        space = search_space(req, workload)
+        ga = _grad_accum(space, workload.micro_batch, cluster.num_gpus)
+        workload = workload.model_copy(update={"grad_accum": ga})
+    return cluster, model, workload
+
+
+def _grad_accum(space: SearchSpace, micro_batch: int, world: int) -> int:
+    from advisor.errors import Infeasible
+    from advisor.search import check_global_batch, grad_accum_for
+
+    check_global_batch(space, world)
+    try:
+        return grad_accum_for(space, micro_batch, world)
+    except Infeasible as exc:
+        raise InvalidInput("global_batch_tokens", exc.reason,
+                           "a multiple of micro_batch x seq_len x GPUs") from None
+
+
+def search_space(req: JobRequest, workload: Workload) -> SearchSpace:
+    if req.grad_accum is not None and req.global_batch_tokens is not None:
+        raise InvalidInput("grad_accum", "give --grad-accum or --global-batch-tokens, not both")
+    strategies = tuple(getattr(req, "strategies", None) or STRATEGY_NAMES)
+    return SearchSpace(
+        base=workload,
+        micro_batches=(req.micro_batch,) if req.micro_batch else MICRO_BATCH_LADDER,
+        act_ckpts=(req.act_ckpt,) if req.act_ckpt else ACT_CKPTS,
+        grad_accum=req.grad_accum,
+        global_batch_tokens=int(req.global_batch_tokens) if req.global_batch_tokens else None,
+        strategies=strategies, fsdp_version=req.fsdp_version, tokens_to_train=req.tokens)

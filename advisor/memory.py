@@ -1,0 +1,72 @@
+"""Per-GPU memory: assembles the strategy's model states and buffers with activations, logits
+and the framework overhead priors, and checks the plan against device, host and NVMe capacity.
+
+    total = params + grads + optimizer + activations + logits + buffers + overhead
+    overhead = CUDA context + NCCL buffers per tier + fragmentation(engine) * (everything else)
+
+All components are summed at their peak (conservative: gradients are taken as fully resident
+while the activations are, which holds with gradient accumulation and is an upper bound without).
+"""
+
+from __future__ import annotations
+
+from advisor import activations
+from advisor.results import Memory, MemoryPerGPU
+from advisor.strategies.base import Context, Strategy
+from advisor.units import gib_text
+
+_LABELS = {"params": "params", "grads": "gradients", "optimizer": "optimizer states",
+           "activations": "activations", "logits": "logits/loss", "buffers": "buffers",
+           "overhead": "overhead"}
+
+
+def memory_breakdown(ctx: Context, strategy: Strategy) -> Memory:
+    states = strategy.model_states(ctx)
+    buffers = strategy.buffers(ctx)
+    acts = activations.stack_bytes(ctx.model, ctx.workload)
+    logits = activations.logits_bytes(ctx.model, ctx.workload)
+    subtotal = states.gpu_total + acts + logits + buffers.total
+    oh = ctx.priors.overhead
+    tiers = 2 if ctx.cluster.nodes > 1 else 1
+    overhead = (oh.cuda_context_bytes + oh.nccl_bytes_per_tier * tiers
+                + oh.fragmentation(strategy.engine) * subtotal)
+    per_gpu = MemoryPerGPU(
+        params=states.params, grads=states.grads + states.grads_fp32,
+        optimizer=states.optimizer, activations=acts, logits=logits,
+        buffers=buffers.total, overhead=overhead, total=subtotal + overhead,
+    )
+    capacity = ctx.cluster.gpu_memory_bytes
+    g = ctx.cluster.gpus_per_node
+    offloaded_paper = 0.0
+    if states.cpu or states.nvme:
+        # Offloaded states still count as the paper's model states (16-bit params + optimizer).
+        offloaded_paper = ctx.P / ctx.world * (ctx.bytes.compute + ctx.fp32_state)
+    return Memory(
+        per_gpu_bytes=per_gpu,
+        capacity_bytes=capacity,
+        usable_bytes=capacity * (1 - oh.memory_safety_fraction),
+        buffers_detail=dict(buffers.items),
+        cpu_per_node_bytes=g * states.cpu * ctx.priors.offload.host_buffer_factor,
+        cpu_capacity_per_node_bytes=ctx.cluster.cpu_ram_bytes_per_node,
+        nvme_bytes=g * states.nvme,
+        nvme_capacity_per_node_bytes=ctx.cluster.nvme_capacity_bytes_per_node,
+        paper_model_states_bytes=states.paper_total + offloaded_paper,
+    )
+
+
+def does_not_fit(memory: Memory, host_usable_fraction: float) -> str | None:
+    """Why the plan does not fit, in numbers, largest components first; None when it fits."""
+    m = memory.per_gpu_bytes
+    if m.total > memory.usable_bytes:
+        parts = sorted(((getattr(m, k), label) for k, label in _LABELS.items()), reverse=True)
+        listed = ", ".join(f"{label} {gib_text(v)}" for v, label in parts[:3] if v > 0)
+        return (f"needs {gib_text(m.total)} of {gib_text(memory.capacity_bytes)} per GPU "
+                f"({gib_text(memory.usable_bytes)} usable): {listed}")
+    host_usable = memory.cpu_capacity_per_node_bytes * host_usable_fraction
+    if memory.cpu_per_node_bytes > host_usable:
+        return (f"needs {gib_text(memory.cpu_per_node_bytes)} of host RAM per node, "
+                f"{gib_text(host_usable)} usable of {gib_text(memory.cpu_capacity_per_node_bytes)}")
+    if memory.nvme_bytes > memory.nvme_capacity_per_node_bytes:
+        return (f"needs {gib_text(memory.nvme_bytes)} of NVMe per node, "
+                f"{gib_text(memory.nvme_capacity_per_node_bytes)} available")
+    return None

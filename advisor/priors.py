@@ -1,0 +1,112 @@
+"""Efficiency and overhead priors (`advisor/data/priors.toml`): the model's data, not physics.
+
+Calibration profiles override them; nothing here is a constant in a formula.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from functools import cache
+from importlib import resources
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Curve(_Strict):
+    """A size-bucketed efficiency curve, interpolated linearly in log2(size), clamped."""
+
+    x: list[float] = Field(min_length=1)
+    y: list[float] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> Curve:
+        if len(self.x) != len(self.y) or any(b <= a for a, b in zip(self.x, self.x[1:], strict=False)):
+            raise ValueError("curve needs equal-length x and y with x strictly increasing")
+        return self
+
+    def __call__(self, size: float) -> float:
+        if size <= self.x[0]:
+            return self.y[0]
+        if size >= self.x[-1]:
+            return self.y[-1]
+        t = math.log2(size)
+        for (x0, y0), (x1, y1) in zip(zip(self.x, self.y), zip(self.x[1:], self.y[1:]), strict=False):
+            if size <= x1:
+                return y0 + (y1 - y0) * (t - math.log2(x0)) / (math.log2(x1) - math.log2(x0))
+        return self.y[-1]
+
+
+class ComputePriors(_Strict):
+    micro_batch_half_tokens: float = Field(gt=0)
+    compile_speedup: float = Field(gt=0)
+    fp8_efficiency_ratio: float = Field(gt=0, le=1)
+    flash_causal_skip: float = Field(gt=0, le=1)
+    selective_recompute_fraction: float = Field(ge=0)
+    hbm_efficiency: float = Field(gt=0, le=1)
+
+
+class OffloadPriors(_Strict):
+    pcie_efficiency: float = Field(gt=0, le=1)
+    deepspeed_cpu_adam_params_per_s_per_node: float = Field(gt=0)
+    torch_cpu_adam_params_per_s_per_node: float = Field(gt=0)
+    nvme_efficiency: float = Field(gt=0, le=1)
+    host_buffer_factor: float = Field(ge=1)
+    host_ram_usable_fraction: float = Field(gt=0, le=1)
+
+
+class OverheadPriors(_Strict):
+    cuda_context_bytes: float = Field(ge=0)
+    nccl_bytes_per_tier: float = Field(ge=0)
+    fragmentation_ddp: float = Field(ge=0)
+    fragmentation_fsdp2: float = Field(ge=0)
+    fragmentation_fsdp1: float = Field(ge=0)
+    fragmentation_deepspeed: float = Field(ge=0)
+    memory_safety_fraction: float = Field(ge=0, lt=1)
+
+    def fragmentation(self, engine: str) -> float:
+        return getattr(self, f"fragmentation_{engine}")
+
+
+class Priors(_Strict):
+    """All priors. `engine` keys are ddp, fsdp1, fsdp2, deepspeed."""
+
+    gemm_efficiency: dict[str, Curve]
+    """By GPU architecture: efficiency vs hidden size."""
+    collective_efficiency: dict[str, Curve]
+    """By tier (intra, inter): bus-bandwidth efficiency vs message bytes."""
+    collective_latency_s: float = Field(ge=0)
+    overlap: dict[str, float]
+    compute: ComputePriors
+    offload: OffloadPriors
+    overhead: OverheadPriors
+    uncertainty: dict[str, float]
+    source: str = "advisor/data/priors.toml"
+
+
+def priors_from_toml(raw: dict, source: str) -> Priors:
+    """Map the TOML layout (unit-named keys) onto `Priors`."""
+    return Priors(
+        gemm_efficiency={arch: Curve(x=c["hidden"], y=c["efficiency"])
+                         for arch, c in raw["gemm_efficiency"].items()},
+        collective_efficiency={tier: Curve(x=c["message_bytes"], y=c["efficiency"])
+                               for tier, c in raw["collective_efficiency"].items()},
+        collective_latency_s=raw["collective"]["latency_s"],
+        overlap=raw["overlap"],
+        compute=ComputePriors(**raw["compute"]),
+        offload=OffloadPriors(**raw["offload"]),
+        overhead=OverheadPriors(**raw["overhead"]),
+        uncertainty=raw["uncertainty"],
+        source=source,
+    )
+
+
+@cache
+def default_priors() -> Priors:
+    """The shipped priors, read on first use (no import-time I/O)."""
+    text = resources.files("advisor.data").joinpath("priors.toml").read_text()
+    return priors_from_toml(tomllib.loads(text), "advisor/data/priors.toml")

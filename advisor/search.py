@@ -1,0 +1,129 @@
+"""The recommender: enumerate strategy x micro-batch x checkpointing, prune, rank, explain.
+
+Pruning: for one strategy and checkpointing mode, memory grows with the micro-batch, so the
+micro-batch ladder stops at the first size that does not fit. Per strategy the best fitting plan
+(highest tokens/s/GPU, then least memory) is kept; a strategy with no fitting plan keeps its
+smallest-memory plan with the reason and the cheapest fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from advisor.errors import Infeasible, InvalidInput
+from advisor.estimate import cluster_info, estimate, model_info
+from advisor.explain import cheapest_fix, explain
+from advisor.hardware import Cluster
+from advisor.model import ModelSpec
+from advisor.priors import Priors
+from advisor.results import Estimate, Recommendation
+from advisor.strategies import STRATEGY_NAMES, get_strategy
+from advisor.workload import ACT_CKPTS, ActCkpt, Workload
+
+MICRO_BATCH_LADDER = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSpace:
+    """What the user fixed and what the search may choose."""
+
+    base: Workload
+    """Precision, optimizer, sequence length, flash/compile; micro-batch and ckpt overridden."""
+    micro_batches: tuple[int, ...] = MICRO_BATCH_LADDER
+    act_ckpts: tuple[ActCkpt, ...] = ACT_CKPTS
+    grad_accum: int | None = None
+    """Fixed gradient accumulation; None: 1, or derived from global_batch_tokens."""
+    global_batch_tokens: int | None = None
+    strategies: tuple[str, ...] = STRATEGY_NAMES
+    fsdp_version: int = 2
+    tokens_to_train: float | None = None
+
+
+def grad_accum_for(space: SearchSpace, micro_batch: int, world: int) -> int:
+    """Gradient accumulation that gives the requested global batch; raises Infeasible if the
+    global batch is not a multiple of micro_batch x seq_len x world."""
+    if space.global_batch_tokens is None:
+        return space.grad_accum or 1
+    per_micro = micro_batch * space.base.seq_len * world
+    if space.global_batch_tokens % per_micro:
+        raise Infeasible(f"global batch {space.global_batch_tokens} tokens is not a multiple of "
+                         f"micro-batch {micro_batch} x {space.base.seq_len} tokens x {world} GPUs")
+    return space.global_batch_tokens // per_micro
+
+
+def check_global_batch(space: SearchSpace, world: int) -> None:
+    """The global batch must be reachable by at least one micro-batch of the space."""
+    if space.global_batch_tokens is None:
+        return
+    unit = space.base.seq_len * world
+    if space.global_batch_tokens % unit or space.global_batch_tokens < unit:
+        raise InvalidInput("global_batch_tokens",
+                           f"{space.global_batch_tokens} tokens is not a multiple of seq_len x GPUs"
+                           f" = {space.base.seq_len} x {world} = {unit}",
+                           f"a positive multiple of {unit}")
+
+
+def _candidates(space: SearchSpace, cluster: Cluster, model: ModelSpec, priors: Priors,
+                name: str) -> tuple[list[Estimate], int]:
+    strategy = get_strategy(name, space.fsdp_version)
+    found, evaluated = [], 0
+    for ckpt in space.act_ckpts:
+        for mb in space.micro_batches:
+            try:
+                ga = grad_accum_for(space, mb, cluster.num_gpus)
+            except Infeasible:
+                continue
+            workload = space.base.model_copy(update={"micro_batch": mb, "act_ckpt": ckpt,
+                                                     "grad_accum": ga})
+            est = estimate(cluster, model, workload, strategy, priors, space.tokens_to_train)
+            evaluated += 1
+            found.append(est)
+            if est.memory is None:  # cannot run on this cluster at all
+                return found, evaluated
+            if not est.fits:
+                break
+    return found, evaluated
+
+
+def _rank_key(e: Estimate) -> tuple:
+    tps = e.throughput.tokens_per_s_per_gpu if e.throughput else 0.0
+    mem = e.memory.per_gpu_bytes.total if e.memory else float("inf")
+    return (not e.fits, -tps if e.fits else mem)
+
+
+def best_per_strategy(space: SearchSpace, cluster: Cluster, model: ModelSpec,
+                      priors: Priors) -> tuple[list[Estimate], int, int]:
+    """The best plan of each strategy, ranked; plus candidates evaluated and infeasible."""
+    check_global_batch(space, cluster.num_gpus)
+    best, evaluated, infeasible = [], 0, 0
+    for name in space.strategies:
+        found, n = _candidates(space, cluster, model, priors, name)
+        evaluated += n
+        infeasible += sum(not e.fits for e in found)
+        if not found:
+            continue
+        top = min(found, key=_rank_key)
+        if not top.fits and top.memory is not None:
+            top = replace(top, fix=cheapest_fix(top, space, cluster, model, priors))
+        best.append(top)
+    best.sort(key=_rank_key)
+    return best, evaluated, infeasible
+
+
+def recommend(space: SearchSpace, cluster: Cluster, model: ModelSpec,
+              priors: Priors) -> Recommendation:
+    ranked, evaluated, infeasible = best_per_strategy(space, cluster, model, priors)
+    chosen = ranked[0] if ranked and ranked[0].fits else None
+    summary, rule = explain(chosen, ranked, cluster, model)
+    notes = list(cluster.notes)
+    if model.inferred:
+        notes.append(f"model shape inferred from --params: {model.layers} layers x "
+                     f"{model.hidden} hidden, {model.heads} heads, ffn {model.ffn}, vocab "
+                     f"{model.vocab}; parameter count {model.params:,} kept exact")
+    if space.global_batch_tokens is None and space.grad_accum is None:
+        notes.append("no global batch given: gradient accumulation 1, so the global batch is "
+                     "micro-batch x seq_len x GPUs; pass --global-batch-tokens to fix it")
+    return Recommendation(chosen=chosen.strategy if chosen else None, summary=summary,
+                          rule_of_thumb=rule, estimates=ranked, cluster=cluster_info(cluster),
+                          model=model_info(model), candidates_evaluated=evaluated,
+                          infeasible_candidates=infeasible, notes=notes)

@@ -1,0 +1,129 @@
+"""The strategy protocol: what each GPU holds, what it sends, what runs on the host.
+
+A strategy answers from a `Context` (cluster + model + workload + priors); it never sees another
+strategy's flags. `advisor/memory.py`, `advisor/communication.py` and `advisor/compute.py` turn
+its answers into bytes and seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal, Protocol
+
+from advisor.communication import Collective
+from advisor.hardware import Cluster
+from advisor.model import ModelSpec
+from advisor.priors import Priors
+from advisor.workload import ParamBytes, Workload, optimizer_state_bytes, param_bytes
+
+Engine = Literal["ddp", "fsdp1", "fsdp2", "deepspeed"]
+Family = Literal["ddp", "deepspeed", "fsdp"]
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Everything a strategy may read. Built once per estimate."""
+
+    cluster: Cluster
+    model: ModelSpec
+    workload: Workload
+    priors: Priors
+
+    @property
+    def P(self) -> int:  # noqa: N802 - the papers' name for the parameter count
+        return self.model.params
+
+    @property
+    def world(self) -> int:
+        return self.cluster.num_gpus
+
+    @property
+    def bytes(self) -> ParamBytes:
+        return param_bytes(self.workload.precision)
+
+    @property
+    def optimizer_state(self) -> int:
+        return optimizer_state_bytes(self.workload.optimizer)
+
+    @property
+    def fp32_state(self) -> int:
+        """Bytes per parameter of optimizer-owned fp32 state: master copy + moments."""
+        return self.bytes.master + self.optimizer_state
+
+
+@dataclass(frozen=True, slots=True)
+class ModelStates:
+    """Per-GPU bytes of parameters, gradients and optimizer state, plus host/NVMe per rank."""
+
+    params: float
+    grads: float
+    """Low-precision gradients kept on the GPU (the ZeRO paper's 2 bytes per parameter)."""
+    grads_fp32: float
+    """Engine-specific fp32 gradient partition for the optimizer step (DeepSpeed)."""
+    optimizer: float
+    """Master weights and optimizer moments on the GPU."""
+    cpu: float = 0.0
+    """Bytes this rank keeps in host memory (offload)."""
+    nvme: float = 0.0
+    """Bytes this rank keeps on NVMe (ZeRO-Infinity)."""
+
+    @property
+    def paper_total(self) -> float:
+        """params + grads + optimizer, the ZeRO paper's "model states"."""
+        return self.params + self.grads + self.optimizer
+
+    @property
+    def gpu_total(self) -> float:
+        return self.params + self.grads + self.grads_fp32 + self.optimizer
+
+
+@dataclass(frozen=True, slots=True)
+class HostWork:
+    """Per-GPU host-side traffic and compute in one optimizer step."""
+
+    pcie_overlappable_bytes: float = 0.0
+    """Host<->device copies that run during backward (gradient offload, param prefetch)."""
+    pcie_exposed_bytes: float = 0.0
+    """Host<->device copies on the critical path (updated params back to the GPU)."""
+    nvme_bytes: float = 0.0
+    """NVMe reads + writes by this rank."""
+    cpu_optimizer_params: float = 0.0
+    """Parameters this rank's optimizer updates on the CPU."""
+    cpu_optimizer: Literal["deepspeed", "torch"] = "deepspeed"
+
+
+@dataclass(frozen=True, slots=True)
+class Buffers:
+    """Named transient GPU buffers (communication buckets, gathered parameters), bytes."""
+
+    items: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return sum(self.items.values())
+
+
+class Strategy(Protocol):
+    """One distributed-training strategy. Implementations are registered in `registry.py`."""
+
+    name: ClassVar[str]
+    family: ClassVar[Family]
+    description: ClassVar[str]
+
+    @property
+    def engine(self) -> Engine: ...
+
+    def check(self, ctx: Context) -> None:
+        """Raise `Infeasible` when the strategy cannot run on this cluster at all."""
+
+    def model_states(self, ctx: Context) -> ModelStates: ...
+
+    def buffers(self, ctx: Context) -> Buffers: ...
+
+    def collectives(self, ctx: Context) -> list[Collective]: ...
+
+    def host_work(self, ctx: Context) -> HostWork: ...
+
+    def gpu_optimizer_params(self, ctx: Context) -> float:
+        """Parameters the optimizer updates on this GPU (0 when the step runs on the CPU)."""
+        ...

@@ -1,0 +1,58 @@
+"""PyTorch DistributedDataParallel with autocast mixed precision (Accelerate's MULTI_GPU).
+
+Every rank holds the whole model in fp32, its fp32 gradients and the optimizer state; autocast
+makes 16-bit copies of the weights in forward and keeps them for backward. The reducer copies
+gradients into flat buckets (bucket_cap_mb=25, gradient_as_bucket_view=False: PyTorch defaults,
+torch/nn/parallel/distributed.py) and all-reduces each bucket during backward; with gradient
+accumulation Accelerate runs `no_sync`, so gradients are reduced once per step.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from advisor.communication import Collective
+from advisor.strategies.base import Buffers, Context, Engine, HostWork, ModelStates
+from advisor.units import MiB
+
+DDP_BUCKET_BYTES = 25 * MiB  # bucket_cap_mb default
+
+
+class DDP:
+    name: ClassVar[str] = "ddp"
+    family: ClassVar[str] = "ddp"
+    description: ClassVar[str] = "PyTorch DDP: full replica per GPU, gradient all-reduce"
+
+    @property
+    def engine(self) -> Engine:
+        return "ddp"
+
+    def check(self, ctx: Context) -> None:
+        return None
+
+    def _weight_bytes(self, ctx: Context) -> int:
+        """fp32 weights (autocast keeps the module in fp32; pure fp32 is fp32 too)."""
+        return ctx.bytes.master or ctx.bytes.compute
+
+    def model_states(self, ctx: Context) -> ModelStates:
+        w = self._weight_bytes(ctx)
+        return ModelStates(params=w * ctx.P, grads=w * ctx.P, grads_fp32=0.0,
+                           optimizer=ctx.optimizer_state * ctx.P)
+
+    def buffers(self, ctx: Context) -> Buffers:
+        items = {"DDP gradient buckets": self._weight_bytes(ctx) * ctx.P}
+        if ctx.bytes.master:
+            items["autocast 16-bit weight copies"] = ctx.bytes.compute * ctx.P
+        return Buffers(items)
+
+    def collectives(self, ctx: Context) -> list[Collective]:
+        return [Collective(op="all_reduce", phase="backward", span="cluster",
+                           buffer_bytes=self._weight_bytes(ctx) * ctx.P,
+                           bucket_bytes=DDP_BUCKET_BYTES, per_micro_batch=False,
+                           what="gradient all-reduce")]
+
+    def host_work(self, ctx: Context) -> HostWork:
+        return HostWork()
+
+    def gpu_optimizer_params(self, ctx: Context) -> float:
+        return float(ctx.P)

@@ -1,0 +1,141 @@
+"""PyTorch FSDP: FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD and CPU offload; FSDP2 or FSDP1.
+
+Units are the decoder layers (TRANSFORMER_BASED_WRAP) plus the root (embedding, final norm,
+head). Sharded parameters stay in fp32 with mixed precision (MixedPrecisionPolicy casts the
+gathered copy to bf16; Accelerate sets param_dtype = reduce_dtype = bf16,
+accelerate/utils/dataclasses.py), so the sharded state is 4 (params) + 4 (grads) + optimizer
+moments per parameter: 16P/N for AdamW, the ZeRO-3 figure.
+
+In flight (torch/distributed/fsdp/_fully_shard): the root's gathered parameters stay from
+forward through backward (the root is not resharded after forward); one layer unit is computed
+while the next is prefetched; in backward the unit's unsharded gradient and the reduce-scatter
+input buffer coexist. SHARD_GRAD_OP (reshard_after_forward=False) keeps every unit gathered from
+forward until its backward. With gradient accumulation Accelerate skips gradient sync
+(FSDP2 `set_requires_gradient_sync(False)`, FSDP1 `no_sync`): unsharded 16-bit gradients of the
+whole model accumulate on the GPU and one reduce-scatter runs per step.
+FSDP1 differs in its allocator behaviour (recordStream, flat parameters), which the overhead
+priors carry (fragmentation_fsdp1), and in its overlap prior.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from advisor.communication import Collective
+from advisor.errors import Infeasible
+from advisor.strategies.base import Buffers, Context, Engine, HostWork, ModelStates
+
+FP32 = 4
+
+
+class _FSDP:
+    name: ClassVar[str]
+    family: ClassVar[str] = "fsdp"
+    description: ClassVar[str]
+    reshard_after_forward: ClassVar[bool] = True
+    hybrid: ClassVar[bool] = False
+    cpu_offload: ClassVar[bool] = False
+
+    def __init__(self, fsdp_version: Literal[1, 2] = 2):
+        self.fsdp_version = fsdp_version
+
+    @property
+    def engine(self) -> Engine:
+        return "fsdp2" if self.fsdp_version == 2 else "fsdp1"
+
+    def check(self, ctx: Context) -> None:
+        return None
+
+    def shard_group(self, ctx: Context) -> int:
+        """Ranks one parameter is sharded over: all GPUs, or one node's for HYBRID_SHARD."""
+        return ctx.cluster.gpus_per_node if self.hybrid else ctx.world
+
+    def _shard(self, ctx: Context) -> float:
+        return ctx.P / self.shard_group(ctx)
+
+    def _sharded_bytes_per_param(self, ctx: Context) -> int:
+        """fp32 sharded params + fp32 sharded grads + optimizer moments."""
+        weights = ctx.bytes.master or ctx.bytes.compute
+        return weights + FP32 + ctx.optimizer_state
+
+    def model_states(self, ctx: Context) -> ModelStates:
+        s = self._shard(ctx)
+        weights = ctx.bytes.master or ctx.bytes.compute
+        if self.cpu_offload:
+            return ModelStates(params=0.0, grads=0.0, grads_fp32=0.0, optimizer=0.0,
+                               cpu=self._sharded_bytes_per_param(ctx) * s)
+        return ModelStates(params=weights * s, grads=FP32 * s, grads_fp32=0.0,
+                           optimizer=ctx.optimizer_state * s)
+
+    def buffers(self, ctx: Context) -> Buffers:
+        m, c, g = ctx.model, ctx.bytes.compute, ctx.bytes.grad
+        root = m.embedding_params + m.head_params
+        units = m.layers if not self.reshard_after_forward else 2
+        items = {
+            "gathered root (embedding, head)": c * root,
+            f"gathered layer units ({units})": c * units * m.layer_params,
+            "unit gradient + reduce-scatter buffer": 2 * g * m.layer_params,
+        }
+        if ctx.workload.grad_accum > 1:
+            items["unsharded gradients (no_sync accumulation)"] = g * ctx.P
+        return Buffers(items)
+
+    def collectives(self, ctx: Context) -> list[Collective]:
+        m = ctx.model
+        span = "node" if self.hybrid else "cluster"
+        unit = ctx.bytes.compute * m.layer_params
+        param = ctx.bytes.compute * ctx.P
+        grad = ctx.bytes.grad * ctx.P
+        out = [Collective("all_gather", "forward", span, param, unit, True,
+                          "parameter all-gather (forward)")]
+        if self.reshard_after_forward:
+            out.append(Collective("all_gather", "backward", span, param, unit, True,
+                                  "parameter all-gather (backward)"))
+        out.append(Collective("reduce_scatter", "backward", span, grad, ctx.bytes.grad * m.layer_params,
+                              False, "gradient reduce-scatter"))
+        if self.hybrid:
+            shard_grad = grad / ctx.cluster.gpus_per_node
+            out.append(Collective("all_reduce", "backward", "across_nodes", shard_grad,
+                                  ctx.bytes.grad * m.layer_params / ctx.cluster.gpus_per_node,
+                                  False, "gradient all-reduce across nodes (replicas)"))
+        return out
+
+    def host_work(self, ctx: Context) -> HostWork:
+        if not self.cpu_offload:
+            return HostWork()
+        s, ga = self._shard(ctx), ctx.workload.grad_accum
+        gathers = 2 if self.reshard_after_forward else 1
+        # fp32 shards go up before every all-gather; fp32 gradient shards come down once.
+        return HostWork(pcie_overlappable_bytes=gathers * ga * FP32 * s + FP32 * s,
+                        cpu_optimizer_params=s, cpu_optimizer="torch")
+
+    def gpu_optimizer_params(self, ctx: Context) -> float:
+        return 0.0 if self.cpu_offload else self._shard(ctx)
+
+
+class FSDPFullShard(_FSDP):
+    name = "fsdp"
+    description = "FSDP FULL_SHARD: parameters, gradients and optimizer state sharded"
+
+
+class FSDPGradOp(_FSDP):
+    name = "fsdp-grad-op"
+    reshard_after_forward = False
+    description = "FSDP SHARD_GRAD_OP: gradients and optimizer sharded, params kept after forward"
+
+
+class HSDP(_FSDP):
+    name = "hsdp"
+    hybrid = True
+    description = "FSDP HYBRID_SHARD: shard within a node, replicate across nodes"
+
+    def check(self, ctx: Context) -> None:
+        if ctx.cluster.nodes < 2:
+            raise Infeasible("HYBRID_SHARD needs at least 2 nodes (on one node it is FULL_SHARD)",
+                             "use fsdp on a single node")
+
+
+class FSDPOffload(_FSDP):
+    name = "fsdp-offload"
+    cpu_offload = True
+    description = "FSDP FULL_SHARD with parameters, gradients and optimizer step on the CPU"

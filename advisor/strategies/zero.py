@@ -1,0 +1,219 @@
+"""DeepSpeed ZeRO stages 1-3, ZeRO-Offload (CPU) and ZeRO-Infinity (NVMe).
+
+Model states follow DeepSpeed's own accounting (deepspeed/runtime/zero/stage_1_and_2.py and
+stage3.py, `estimate_zero{2,3}_model_states_mem_needs`): 16-bit params, a 16-bit gradient
+partition (stages 1-2), an fp32 gradient partition for the step (4 B), and the optimizer's fp32
+master + moments (12 B for AdamW). Stage 3 accumulates gradients straight into an fp32 partition
+(`grad_partitions_flat_buffer`, gradient_accumulation_dtype fp32), so it has no 16-bit partition.
+
+Buckets are the sizes `advisor emit` writes (Hugging Face's "auto" rule from
+transformers.integrations.deepspeed: reduce_bucket_size = h^2, stage3_prefetch_bucket_size =
+0.9 h^2, stage3_param_persistence_threshold = 10 h), in elements, as DeepSpeed counts them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from advisor.communication import Collective
+from advisor.errors import Infeasible
+from advisor.model import ModelSpec
+from advisor.strategies.base import Buffers, Context, Engine, HostWork, ModelStates
+
+FP32 = 4
+# DeepSpeed defaults for ZeRO-Infinity parameter swapping (runtime/swap_tensor/constants.py and
+# zero/offload_config.py): 5 buffers of 1e8 elements in 16-bit.
+NVME_PARAM_BUFFER_BYTES = 5 * 1e8 * 2
+# Optimizer swapping works on sub-groups of sub_group_size (1e9 elements) fp32 tensors; two are
+# in flight (pipeline read/write).
+NVME_OPTIMIZER_SUBGROUP_ELEMENTS = 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class DeepSpeedBuckets:
+    """Bucket sizes in elements, the values `advisor emit` writes into ds_config.json."""
+
+    reduce_bucket_size: int
+    allgather_bucket_size: int
+    stage3_prefetch_bucket_size: int
+    stage3_param_persistence_threshold: int
+    stage3_max_live_parameters: int = 1_000_000_000
+
+    @classmethod
+    def for_model(cls, model: ModelSpec) -> DeepSpeedBuckets:
+        h2 = model.hidden * model.hidden
+        return cls(reduce_bucket_size=h2, allgather_bucket_size=h2,
+                   stage3_prefetch_bucket_size=int(0.9 * h2),
+                   stage3_param_persistence_threshold=10 * model.hidden)
+
+
+def persistent_params(model: ModelSpec, threshold: int) -> int:
+    """Parameters ZeRO-3 keeps whole on every GPU: tensors below the persistence threshold
+    (norm weights and biases, for LLMs)."""
+    norms = model.layers * (1 if model.parallel_block else 2) + 1
+    small = norms * model.norm_params if model.hidden < threshold else 0
+    biases = model.layers * ((model.hidden + 2 * model.kv_dim) * model.qkv_bias
+                             + model.hidden * model.out_bias)
+    return small + biases
+
+
+class _Zero:
+    """Shared pieces of the ZeRO family; each subclass states its own stage and offload."""
+
+    name: ClassVar[str]
+    family: ClassVar[str] = "deepspeed"
+    description: ClassVar[str]
+    stage: ClassVar[int]
+    offload_optimizer: ClassVar[str | None] = None
+    offload_params: ClassVar[str | None] = None
+
+    @property
+    def engine(self) -> Engine:
+        return "deepspeed"
+
+    def check(self, ctx: Context) -> None:
+        if self.offload_optimizer and ctx.workload.optimizer == "adam8bit":
+            raise Infeasible("8-bit Adam cannot run in DeepSpeed's CPU optimizer",
+                             "use --optimizer adamw with offload, or a GPU-resident strategy")
+        if self.offload_optimizer == "nvme" and ctx.cluster.nvme_capacity_bytes_per_node <= 0:
+            raise Infeasible("no NVMe on these nodes", "pick a GPU preset with NVMe or zero3-offload")
+
+    def buckets(self, ctx: Context) -> DeepSpeedBuckets:
+        return DeepSpeedBuckets.for_model(ctx.model)
+
+    def _shard(self, ctx: Context) -> float:
+        """Parameters in this rank's partition: P / N."""
+        return ctx.P / ctx.world
+
+    def gpu_optimizer_params(self, ctx: Context) -> float:
+        return 0.0 if self.offload_optimizer else self._shard(ctx)
+
+    def collectives(self, ctx: Context) -> list[Collective]:
+        b = self.buckets(ctx)
+        param = ctx.bytes.compute * ctx.P
+        grad = ctx.bytes.grad * ctx.P
+        reduce_bucket = b.reduce_bucket_size * ctx.bytes.grad
+        if self.stage == 3:
+            fetch_bucket = b.stage3_prefetch_bucket_size * ctx.bytes.compute
+            return [
+                Collective("all_gather", "forward", "cluster", param, fetch_bucket, True,
+                           "parameter all-gather (forward)"),
+                Collective("all_gather", "backward", "cluster", param, fetch_bucket, True,
+                           "parameter all-gather (backward)"),
+                Collective("reduce_scatter", "backward", "cluster", grad, reduce_bucket, True,
+                           "gradient reduce-scatter"),
+            ]
+        return [
+            # Stage 1 reduces at the accumulation boundary only; stage 2 every micro-batch.
+            Collective("reduce_scatter", "backward", "cluster", grad, reduce_bucket,
+                       self.stage == 2, "gradient reduce-scatter"),
+            Collective("all_gather", "step", "cluster", param,
+                       b.allgather_bucket_size * ctx.bytes.compute, False,
+                       "updated-parameter all-gather"),
+        ]
+
+    def buffers(self, ctx: Context) -> Buffers:
+        b = self.buckets(ctx)
+        c = ctx.bytes.compute
+        if self.stage < 3:
+            return Buffers({
+                "reduce buckets (2, overlap_comm)": 2 * b.reduce_bucket_size * ctx.bytes.grad,
+                "all-gather bucket": b.allgather_bucket_size * c,
+            })
+        return Buffers({
+            "gathered largest module, params + grads": 2 * c * ctx.model.largest_layer_params,
+            "prefetch bucket": b.stage3_prefetch_bucket_size * c,
+            "reduce bucket": b.reduce_bucket_size * ctx.bytes.grad,
+            "persistent small params": c * persistent_params(
+                ctx.model, b.stage3_param_persistence_threshold),
+        })
+
+    def host_work(self, ctx: Context) -> HostWork:
+        if not self.offload_optimizer:
+            return HostWork()
+        shard, ga, c = self._shard(ctx), ctx.workload.grad_accum, ctx.bytes.compute
+        grads_down = ga * ctx.bytes.grad * shard  # 16-bit gradient partition to CPU each micro-batch
+        if self.offload_params is None:  # ZeRO-2 Offload: updated 16-bit params come back
+            return HostWork(pcie_overlappable_bytes=grads_down, pcie_exposed_bytes=c * shard,
+                            cpu_optimizer_params=shard)
+        params_up = 2 * ga * c * shard  # each forward and backward fetch brings the partition up
+        nvme = 0.0
+        if self.offload_params == "nvme":
+            # Read and write master + moments once per step; read 16-bit params per fetch and
+            # write them after the step.
+            nvme = 2 * ctx.fp32_state * shard + (2 * ga + 1) * c * shard
+        return HostWork(pcie_overlappable_bytes=grads_down + params_up, nvme_bytes=nvme,
+                        cpu_optimizer_params=shard)
+
+
+class Zero1(_Zero):
+    name = "zero1"
+    stage = 1
+    description = "DeepSpeed ZeRO-1: optimizer state sharded"
+
+    def model_states(self, ctx: Context) -> ModelStates:
+        s = self._shard(ctx)
+        return ModelStates(params=ctx.bytes.compute * ctx.P, grads=ctx.bytes.grad * ctx.P,
+                           grads_fp32=FP32 * s, optimizer=ctx.fp32_state * s)
+
+
+class Zero2(_Zero):
+    name = "zero2"
+    stage = 2
+    description = "DeepSpeed ZeRO-2: optimizer state and gradients sharded"
+
+    def model_states(self, ctx: Context) -> ModelStates:
+        s = self._shard(ctx)
+        return ModelStates(params=ctx.bytes.compute * ctx.P, grads=ctx.bytes.grad * s,
+                           grads_fp32=FP32 * s, optimizer=ctx.fp32_state * s)
+
+
+class Zero3(_Zero):
+    name = "zero3"
+    stage = 3
+    description = "DeepSpeed ZeRO-3: parameters, gradients and optimizer state sharded"
+
+    def model_states(self, ctx: Context) -> ModelStates:
+        s = self._shard(ctx)
+        return ModelStates(params=ctx.bytes.compute * s, grads=0.0, grads_fp32=FP32 * s,
+                           optimizer=ctx.fp32_state * s)
+
+
+class Zero2Offload(_Zero):
+    name = "zero2-offload"
+    stage = 2
+    offload_optimizer = "cpu"
+    description = "ZeRO-Offload: ZeRO-2 with optimizer state, fp32 gradients and the step on the CPU"
+
+    def model_states(self, ctx: Context) -> ModelStates:
+        s = self._shard(ctx)
+        return ModelStates(params=ctx.bytes.compute * ctx.P, grads=0.0, grads_fp32=0.0,
+                           optimizer=0.0, cpu=(ctx.fp32_state + FP32) * s)
+
+
+class Zero3Offload(_Zero):
+    name = "zero3-offload"
+    stage = 3
+    offload_optimizer = "cpu"
+    offload_params = "cpu"
+    description = "ZeRO-3 with parameters and optimizer state offloaded to CPU memory"
+
+    def model_states(self, ctx: Context) -> ModelStates:
+        s = self._shard(ctx)
+        return ModelStates(params=0.0, grads=0.0, grads_fp32=0.0, optimizer=0.0,
+                           cpu=(ctx.bytes.compute + FP32 + ctx.fp32_state) * s)
+
+
+class Zero3NVMe(_Zero):
+    name = "zero3-nvme"
+    stage = 3
+    offload_optimizer = "nvme"
+    offload_params = "nvme"
+    description = "ZeRO-Infinity: ZeRO-3 with parameters and optimizer state on NVMe"
+
+    def model_states(self, ctx: Context) -> ModelStates:
+        s = self._shard(ctx)
+        swap = NVME_PARAM_BUFFER_BYTES + 2 * FP32 * min(s, NVME_OPTIMIZER_SUBGROUP_ELEMENTS)
+        return ModelStates(params=0.0, grads=0.0, grads_fp32=0.0, optimizer=0.0,
+                           cpu=FP32 * s + swap, nvme=(ctx.bytes.compute + ctx.fp32_state) * s)

@@ -1,0 +1,46 @@
+"""Units and converters. Inside the model everything is bytes, seconds, FLOPs and elements;
+GiB, ms and friends appear only when printing (see `advisor/report.py`)."""
+
+from __future__ import annotations
+
+import re
+
+KiB = 1024
+MiB = 1024**2
+GiB = 1024**3
+TiB = 1024**4
+GB = 1e9  # decimal gigabyte, used by datasheet bandwidths (GB/s)
+TFLOPS = 1e12
+
+_SUFFIXES = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+_COUNT_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
+
+
+def parse_count(text: str | float | int) -> float:
+    """Parse a human count: `13e9`, `7B`, `4M`, `300B`, `1.5T`, or a plain number.
+
+    `B` and `G` both mean 1e9 (billions); the suffix is case-insensitive.
+    Raises ValueError on anything else.
+    """
+    if isinstance(text, int | float):
+        return float(text)
+    match = _COUNT_RE.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a number (examples: 13e9, 7B, 4M, 300B)")
+    value, suffix = match.groups()
+    return float(value) * _SUFFIXES[suffix.upper()]
+
+
+def gbit_per_s_to_bytes_per_s(gbps: float) -> float:
+    """Gbit/s (network and NVMe flags) to bytes/s: 1 Gbit/s = 1e9 / 8 bytes/s."""
+    return gbps * 1e9 / 8
+
+
+def gb_per_s_to_bytes_per_s(gb_per_s: float) -> float:
+    """GB/s (datasheet memory and link bandwidths, decimal) to bytes/s."""
+    return gb_per_s * GB
+
+
+def gib_text(n_bytes: float) -> str:
+    """Bytes as 'N.N GiB' for messages shown to people."""
+    return f"{n_bytes / GiB:.1f} GiB"

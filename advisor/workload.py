@@ -1,0 +1,95 @@
+"""Workload: what one training step does (batch, sequence, precision, optimizer, checkpointing).
+
+Byte counts per parameter for each precision and optimizer live here, once, with their source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Precision = Literal["bf16", "fp16", "fp32", "fp8"]
+OptimizerName = Literal["adamw", "adam8bit", "sgd"]
+ActCkpt = Literal["none", "selective", "full"]
+
+PRECISIONS: tuple[Precision, ...] = ("bf16", "fp16", "fp32", "fp8")
+OPTIMIZERS: tuple[OptimizerName, ...] = ("adamw", "adam8bit", "sgd")
+ACT_CKPTS: tuple[ActCkpt, ...] = ("none", "selective", "full")
+MAX_SEQ_LEN = 1_048_576
+MAX_MICRO_BATCH = 4096
+MAX_GRAD_ACCUM = 65536
+
+
+class Workload(BaseModel):
+    """One concrete training step per GPU: every field decided (the search fills the open ones)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    seq_len: int = Field(default=4096, gt=0, le=MAX_SEQ_LEN)
+    """Tokens per sample."""
+    micro_batch: int = Field(default=1, gt=0, le=MAX_MICRO_BATCH)
+    """Samples per GPU per forward/backward."""
+    grad_accum: int = Field(default=1, gt=0, le=MAX_GRAD_ACCUM)
+    """Micro-batches per optimizer step."""
+    precision: Precision = "bf16"
+    """Compute precision. bf16/fp16/fp8 keep fp32 master weights (mixed precision); fp32 is pure."""
+    optimizer: OptimizerName = "adamw"
+    act_ckpt: ActCkpt = "none"
+    """Activation checkpointing: none, selective (recompute norms, activations and attention
+    internals; keep matmul inputs), or full (keep each layer's input only)."""
+    flash_attention: bool = True
+    """Memory-efficient attention (no s x s scores kept, causal blocks skipped)."""
+    compile: bool = False
+    """torch.compile: fused norms and pointwise ops (less activation memory, higher efficiency)."""
+
+    def tokens_per_step(self, data_parallel: int) -> int:
+        """Global batch in tokens: micro_batch x seq_len x grad_accum x data-parallel ranks."""
+        return self.micro_batch * self.seq_len * self.grad_accum * data_parallel
+
+
+@dataclass(frozen=True, slots=True)
+class ParamBytes:
+    """Bytes per parameter of each copy a mixed-precision trainer keeps.
+
+    Mixed precision (Micikevicius et al. 2018; ZeRO paper section 3.1): a 16-bit working copy of
+    the weights and gradients, an fp32 master copy inside the optimizer. fp8 training
+    (Transformer Engine) keeps the same bf16 weights and fp32 master; fp8 casts are transient.
+    Pure fp32 has no separate master copy.
+    """
+
+    compute: int
+    """Working copy of the weights used in forward/backward."""
+    grad: int
+    """Gradient of the working copy."""
+    master: int
+    """fp32 master weights held by the optimizer (0 when the working copy is fp32)."""
+
+
+def param_bytes(precision: Precision) -> ParamBytes:
+    if precision == "fp32":
+        return ParamBytes(compute=4, grad=4, master=0)
+    return ParamBytes(compute=2, grad=2, master=4)
+
+
+def optimizer_state_bytes(optimizer: OptimizerName) -> int:
+    """Optimizer state bytes per parameter, excluding the master weights.
+
+    AdamW: fp32 first and second moments, 8 B (Kingma & Ba; the ZeRO paper's K=12 is these 8
+    plus the 4-byte master copy). 8-bit Adam (bitsandbytes, Dettmers et al. 2022): two 1-byte
+    moments, block-wise scales are <1% and ignored. SGD with momentum: one fp32 buffer, 4 B.
+    """
+    return {"adamw": 8, "adam8bit": 2, "sgd": 4}[optimizer]
+
+
+def optimizer_step_bytes_per_param(precision: Precision, optimizer: OptimizerName) -> int:
+    """HBM bytes read + written per parameter by one optimizer step (memory-bound kernel).
+
+    Read master, states and the fp32 gradient; write master and states; write the 16-bit
+    working copy. AdamW mixed: 4+8+4 read, 4+8 write, 2 write = 30 B.
+    """
+    pb = param_bytes(precision)
+    states = optimizer_state_bytes(optimizer)
+    master = pb.master or pb.compute
+    return (master + states + 4) + (master + states) + (pb.compute if pb.master else 0)
