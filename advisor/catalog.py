@@ -33,7 +33,8 @@ def print_catalog(which: str, as_json: bool) -> None:
             table.add_column(col)
         for g in rows:
             table.add_row(g["name"], f"{g['memory_in_GiB']:g}",
-                          f"{g['peak_bf16_dense_in_TFLOPS'] or '-'}", f"{g['peak_fp8_dense_in_TFLOPS'] or '-'}",
+                          f"{g['peak_bf16_dense_in_TFLOPS'] or '-'}",
+                          f"{g['peak_fp8_dense_in_TFLOPS'] or '-'}",
                           f"{g['hbm_bandwidth_in_GB_per_sec']:g}", g["intra_node_link"],
                           f"{g['intra_node_bandwidth_in_GB_per_sec']:g}",
                           ", ".join(g["default_for"] + g["aliases"]))

@@ -35,7 +35,8 @@ def _job_flags(p: argparse.ArgumentParser) -> None:
     w.add_argument("--seq-len", type=int, default=4096)
     w.add_argument("--micro-batch", type=int)
     w.add_argument("--grad-accum", type=int)
-    w.add_argument("--global-batch-tokens", help="e.g. 4M; sets gradient accumulation")
+    w.add_argument("--global-batch-tokens",
+                   help="e.g. 4M (= 2^22 = 4,194,304: K/M/B are binary here); sets grad accumulation")
     w.add_argument("--tokens", help="tokens to train on, e.g. 300B, for time to train")
     w.add_argument("--precision", choices=PRECISIONS, help="default bf16 (fp16 where no bf16)")
     w.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
@@ -80,7 +81,8 @@ def _request_data(args: argparse.Namespace) -> dict:
         except OSError as exc:
             raise InvalidInput("hf_config", f"cannot read {path}: {exc.strerror}") from None
         except json.JSONDecodeError as exc:
-            raise InvalidInput("hf_config", f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+            raise InvalidInput("hf_config",
+                               f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
     return data
 
 

@@ -88,16 +88,12 @@ def estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: S
         return Estimate(fits=False, reason=exc.reason, fix=exc.fix, memory=None,
                         communication=None, time=None, throughput=None, **base)
     memory = memory_breakdown(ctx, strategy)
-    collectives = strategy.collectives(ctx)
-    host = strategy.host_work(ctx)
-    gpu_opt = strategy.gpu_optimizer_params(ctx)
-    parts = step_parts(ctx, collectives, host, strategy.engine, gpu_opt)
-    sigma = priors.uncertainty
-    low = step_parts(ctx, collectives, host, strategy.engine, gpu_opt,
-                     1 + sigma["compute_efficiency"], 1 + sigma["collective_efficiency"])
-    high = step_parts(ctx, collectives, host, strategy.engine, gpu_opt,
-                      1 / (1 + sigma["compute_efficiency"]), 1 / (1 + sigma["collective_efficiency"]))
-    time = StepTime(step_s=parts.step_s, compute_s=parts.compute_s,
+    parts = step_parts(ctx, strategy)
+    sigma_compute = 1 + priors.uncertainty["compute_efficiency"]
+    sigma_comm = 1 + priors.uncertainty["collective_efficiency"]
+    low = step_parts(ctx, strategy, sigma_compute, sigma_comm)
+    high = step_parts(ctx, strategy, 1 / sigma_compute, 1 / sigma_comm)
+    time = StepTime(step_s=parts.step_s, compute_s=parts.compute_s, framework_s=parts.framework_s,
                     exposed_comm_s=parts.exposed_comm_s, optimizer_s=parts.optimizer_s,
                     offload_s=parts.offload_s, low_s=low.step_s, high_s=high.step_s)
     tokens_per_step = workload.tokens_per_step(cluster.num_gpus)

@@ -43,7 +43,8 @@ def cheapest_fix(est: Estimate, space: SearchSpace, cluster: Cluster, model: Mod
     workload = workload_of(est.settings)
     scaled = _scale_out(cluster, model, workload, strategy, priors)
     if scaled is not None and scaled.num_gpus <= 4 * cluster.num_gpus:
-        return f"{scaled.num_gpus} GPUs ({scaled.nodes} x {scaled.gpus_per_node}) instead of {cluster.num_gpus}"
+        return (f"{scaled.num_gpus} GPUs ({scaled.nodes} x {scaled.gpus_per_node}) "
+                f"instead of {cluster.num_gpus}")
     needed = mem.per_gpu_bytes.total / (1 - priors.overhead.memory_safety_fraction)
     bigger = sorted((g for g in gpu_catalog().values() if g.memory_in_GiB * GiB >= needed),
                     key=lambda g: g.memory_in_GiB)
@@ -76,7 +77,8 @@ def _share(part: float, whole: float) -> str:
 
 def _dominant(e: Estimate) -> str:
     t = e.time
-    parts = {"compute": t.compute_s, "exposed communication": t.exposed_comm_s,
+    parts = {"compute": t.compute_s, "framework hooks": t.framework_s,
+             "exposed communication": t.exposed_comm_s,
              "the optimizer step": t.optimizer_s, "offload transfers and the CPU optimizer": t.offload_s}
     name, value = max(parts.items(), key=lambda kv: kv[1])
     return f"{name} is {_share(value, t.step_s)} of the {t.step_s:.2f} s step"
@@ -116,7 +118,8 @@ def explain(chosen: Estimate | None, ranked: list[Estimate], cluster: Cluster,
                       + (" (a tie within the model's error)" if gap < 0.03 else ""))
     misfits = [e.strategy for e in ranked if not e.fits]
     if misfits:
-        others.append(f"{', '.join(misfits)} do not fit or cannot run here (reasons below)")
+        verb = "does" if len(misfits) == 1 else "do"
+        others.append(f"{', '.join(misfits)} {verb} not fit or cannot run here (reasons below)")
     second = ("; ".join(others).capitalize() + ".") if others else ""
     change = _what_would_change(chosen)
     verdict = "agrees" if rule_pick == chosen.strategy else "differs"

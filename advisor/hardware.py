@@ -133,7 +133,8 @@ class Cluster(BaseModel):
 
     def with_nodes(self, nodes: int) -> Cluster:
         """The same cluster with another node count (used to find the cheapest fix)."""
-        return self.model_copy(update={"nodes": nodes, "spec": f"{nodes}x{self.gpus_per_node}x{self.gpu.name}"})
+        spec = f"{nodes}x{self.gpus_per_node}x{self.gpu.name}"
+        return self.model_copy(update={"nodes": nodes, "spec": spec})
 
 
 @cache

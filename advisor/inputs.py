@@ -27,6 +27,8 @@ from advisor.workload import (
 )
 
 Count = Annotated[float, BeforeValidator(lambda v: parse_count(v) if isinstance(v, str) else v)]
+BatchTokens = Annotated[float, BeforeValidator(
+    lambda v: parse_count(v, binary=True) if isinstance(v, str) else v)]
 StrategyName = Literal[STRATEGY_NAMES]  # type: ignore[valid-type]
 
 
@@ -62,8 +64,8 @@ class JobRequest(BaseModel):
     seq_len: int = Field(default=4096, gt=0, le=MAX_SEQ_LEN)
     micro_batch: int | None = Field(default=None, gt=0, le=MAX_MICRO_BATCH)
     grad_accum: int | None = Field(default=None, gt=0, le=MAX_GRAD_ACCUM)
-    global_batch_tokens: Count | None = Field(default=None, gt=0, le=1e12)
-    """Global batch in tokens (e.g. "4M"); sets gradient accumulation."""
+    global_batch_tokens: BatchTokens | None = Field(default=None, gt=0, le=1e12)
+    """Global batch in tokens; suffixes are binary ("4M" = 4,194,304). Sets grad accumulation."""
     tokens: Count | None = Field(default=None, gt=0, le=1e16)
     """Tokens to train on (e.g. "300B"), for time to train."""
     precision: Precision | None = None
@@ -106,7 +108,8 @@ def validate_request(model_cls: type[JobRequest], data: dict[str, Any]) -> JobRe
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "request"
         message = err["msg"].replace("Value error, ", "")
-        raise InvalidInput(field, message, _allowed(model_cls, str(err["loc"][0]) if err["loc"] else "")) from None
+        top = str(err["loc"][0]) if err["loc"] else ""
+        raise InvalidInput(field, message, _allowed(model_cls, top)) from None
 
 
 def resolve_model(req: JobRequest) -> ModelSpec:

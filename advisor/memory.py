@@ -31,16 +31,12 @@ def memory_breakdown(ctx: Context, strategy: Strategy) -> Memory:
     overhead = (oh.cuda_context_bytes + oh.nccl_bytes_per_tier * tiers
                 + oh.fragmentation(strategy.engine) * subtotal)
     per_gpu = MemoryPerGPU(
-        params=states.params, grads=states.grads + states.grads_fp32,
+        params=states.params, grads=states.grads,
         optimizer=states.optimizer, activations=acts, logits=logits,
         buffers=buffers.total, overhead=overhead, total=subtotal + overhead,
     )
     capacity = ctx.cluster.gpu_memory_bytes
     g = ctx.cluster.gpus_per_node
-    offloaded_paper = 0.0
-    if states.cpu or states.nvme:
-        # Offloaded states still count as the paper's model states (16-bit params + optimizer).
-        offloaded_paper = ctx.P / ctx.world * (ctx.bytes.compute + ctx.fp32_state)
     return Memory(
         per_gpu_bytes=per_gpu,
         capacity_bytes=capacity,
@@ -50,7 +46,7 @@ def memory_breakdown(ctx: Context, strategy: Strategy) -> Memory:
         cpu_capacity_per_node_bytes=ctx.cluster.cpu_ram_bytes_per_node,
         nvme_bytes=g * states.nvme,
         nvme_capacity_per_node_bytes=ctx.cluster.nvme_capacity_bytes_per_node,
-        paper_model_states_bytes=states.paper_total + offloaded_paper,
+        paper_model_states_bytes=states.paper_total,
     )
 
 

@@ -118,6 +118,12 @@ class ModelSpec(BaseModel):
         return self.params_override or self.shape_params
 
     @property
+    def modules_per_layer(self) -> int:
+        """Submodules of one decoder layer that own parameters or wrap them (hook targets):
+        q, k, v, o, 2-3 MLP matrices, the norms, and the attention / MLP / layer containers."""
+        return 4 + (3 if self.gated_mlp else 2) + (1 if self.parallel_block else 2) + 3
+
+    @property
     def largest_layer_params(self) -> int:
         """Largest single module's parameters, as DeepSpeed's ZeRO-3 estimator takes it: the
         embedding matrix for most LLMs, else a decoder layer."""

@@ -35,7 +35,8 @@ class Curve(_Strict):
         if size >= self.x[-1]:
             return self.y[-1]
         t = math.log2(size)
-        for (x0, y0), (x1, y1) in zip(zip(self.x, self.y), zip(self.x[1:], self.y[1:]), strict=False):
+        points = list(zip(self.x, self.y, strict=True))
+        for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
             if size <= x1:
                 return y0 + (y1 - y0) * (t - math.log2(x0)) / (math.log2(x1) - math.log2(x0))
         return self.y[-1]
@@ -81,6 +82,8 @@ class Priors(_Strict):
     """By tier (intra, inter): bus-bandwidth efficiency vs message bytes."""
     collective_latency_s: float = Field(ge=0)
     overlap: dict[str, float]
+    framework_overhead_s_per_module: dict[str, float]
+    """By hook kind (ddp, zero12, zero3, fsdp1, fsdp2): host seconds per module per micro-batch."""
     compute: ComputePriors
     offload: OffloadPriors
     overhead: OverheadPriors
@@ -97,6 +100,7 @@ def priors_from_toml(raw: dict, source: str) -> Priors:
                                for tier, c in raw["collective_efficiency"].items()},
         collective_latency_s=raw["collective"]["latency_s"],
         overlap=raw["overlap"],
+        framework_overhead_s_per_module=raw["framework_overhead_s_per_module"],
         compute=ComputePriors(**raw["compute"]),
         offload=OffloadPriors(**raw["offload"]),
         overhead=OverheadPriors(**raw["overhead"]),

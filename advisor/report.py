@@ -119,8 +119,8 @@ def print_estimate(e: Estimate, console: Console | None = None) -> None:
                       f"NVMe {e.communication.nvme_bytes_per_step / GB:.1f} GB/step per GPU")
     t, tp = e.time, e.throughput
     console.print(f"step {t.step_s:.3f} s (range {t.low_s:.3f}-{t.high_s:.3f}): compute "
-                  f"{t.compute_s:.3f}, exposed comm {t.exposed_comm_s:.3f}, optimizer "
-                  f"{t.optimizer_s:.3f}, offload {t.offload_s:.3f}")
+                  f"{t.compute_s:.3f}, framework {t.framework_s:.3f}, exposed comm "
+                  f"{t.exposed_comm_s:.3f}, optimizer {t.optimizer_s:.3f}, offload {t.offload_s:.3f}")
     console.print(f"{tp.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, MFU {100 * tp.mfu:.1f}%, HFU "
                   f"{100 * tp.hfu:.1f}%, {tp.tokens_per_step:,} tokens/step"
                   + (f", time to train {_duration(tp.time_to_train_s)}" if tp.time_to_train_s else ""))

@@ -46,7 +46,7 @@ class Memory:
     """NVMe bytes per node (ZeRO-Infinity; 0 otherwise)."""
     nvme_capacity_per_node_bytes: float
     paper_model_states_bytes: float
-    """params + 16-bit grads + optimizer, the ZeRO paper's model states, per GPU (incl. offloaded)."""
+    """params + 16-bit grads + optimizer on the GPU: the ZeRO paper's "model states"."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +91,8 @@ class StepTime:
     step_s: float
     compute_s: float
     """Forward + backward (+ recompute) of all micro-batches."""
+    framework_s: float
+    """Host-side hook time of the engine that does not overlap the GPU."""
     exposed_comm_s: float
     """Collective time not hidden behind compute."""
     optimizer_s: float

@@ -6,6 +6,8 @@ micro-batch compete for every micro-batch's window; once-per-step ones (DDP / FS
 reductions, ZeRO-1) land in the last micro-batch's window. `step`-phase collectives (ZeRO-1/2
 parameter all-gather after the optimizer) are fully exposed.
 
+Framework: host-side hook time per hooked module (priors), not overlapped.
+
 Offload: host<->device copies during backward overlap the same way; updated-parameter uploads,
 the CPU optimizer (DeepSpeed CPU-Adam or torch Adam, params/s per node shared by the node's GPUs)
 and NVMe traffic (node bandwidth shared by its GPUs) are exposed.
@@ -16,13 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from advisor import compute
-from advisor.communication import Collective, collective_time_s
-from advisor.strategies.base import Context, HostWork
+from advisor.communication import collective_time_s
+from advisor.strategies.base import Context, HostWork, Strategy
 
 
 @dataclass(frozen=True, slots=True)
 class StepParts:
     compute_s: float
+    framework_s: float
     exposed_comm_s: float
     optimizer_s: float
     offload_s: float
@@ -30,7 +33,8 @@ class StepParts:
 
     @property
     def step_s(self) -> float:
-        return self.compute_s + self.exposed_comm_s + self.optimizer_s + self.offload_s
+        return (self.compute_s + self.framework_s + self.exposed_comm_s + self.optimizer_s
+                + self.offload_s)
 
 
 def _exposed(every_s: float, once_s: float, window_s: float, ga: int, overlap: float) -> float:
@@ -52,10 +56,12 @@ def offload_time_s(ctx: Context, host: HostWork, window_s: float, overlap: float
     return pcie + cpu + nvme
 
 
-def step_parts(ctx: Context, collectives: list[Collective], host: HostWork, engine: str,
-               gpu_optimizer_params: float, compute_scale: float = 1.0,
+def step_parts(ctx: Context, strategy: Strategy, compute_scale: float = 1.0,
                comm_scale: float = 1.0) -> StepParts:
     """Seconds per optimizer step. `*_scale` multiply achieved efficiency / bandwidth (ranges)."""
+    collectives = strategy.collectives(ctx)
+    host = strategy.host_work(ctx)
+    engine = strategy.engine
     ga = ctx.workload.grad_accum
     mb = compute.micro_batch_time(ctx, compute_scale)
     overlap = ctx.priors.overlap[engine]
@@ -72,6 +78,8 @@ def step_parts(ctx: Context, collectives: list[Collective], host: HostWork, engi
         exposed += _exposed(every[phase], once[phase], window, ga, overlap)
     compute_s = ga * (mb.forward_s + mb.backward_s)
     offload = offload_time_s(ctx, host, ga * mb.backward_s, overlap) / comm_scale
-    return StepParts(compute_s=compute_s, exposed_comm_s=exposed,
-                     optimizer_s=compute.optimizer_step_s(ctx, gpu_optimizer_params),
+    kind, modules = strategy.framework_hooks(ctx)
+    framework = ga * modules * ctx.priors.framework_overhead_s_per_module[kind]
+    return StepParts(compute_s=compute_s, framework_s=framework, exposed_comm_s=exposed,
+                     optimizer_s=compute.optimizer_step_s(ctx, strategy.gpu_optimizer_params(ctx)),
                      offload_s=offload, comm_total_s=total)

@@ -13,13 +13,17 @@ GB = 1e9  # decimal gigabyte, used by datasheet bandwidths (GB/s)
 TFLOPS = 1e12
 
 _SUFFIXES = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+# Batch sizes in tokens follow the LLM convention: "4M tokens" is 2^22 = 4,194,304 (Llama:
+# 2048 sequences x 2048 tokens), so a batch divides into power-of-two micro-batches.
+_BINARY_SUFFIXES = {"": 1.0, "K": 2.0**10, "M": 2.0**20, "B": 2.0**30, "G": 2.0**30, "T": 2.0**40}
 _COUNT_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
 
 
-def parse_count(text: str | float | int) -> float:
+def parse_count(text: str | float | int, binary: bool = False) -> float:
     """Parse a human count: `13e9`, `7B`, `4M`, `300B`, `1.5T`, or a plain number.
 
-    `B` and `G` both mean 1e9 (billions); the suffix is case-insensitive.
+    `B` and `G` both mean billions; the suffix is case-insensitive. With `binary`, suffixes
+    are powers of 2 (`4M` = 4,194,304), the convention for batch sizes in tokens.
     Raises ValueError on anything else.
     """
     if isinstance(text, int | float):
@@ -28,7 +32,7 @@ def parse_count(text: str | float | int) -> float:
     if not match:
         raise ValueError(f"{text!r} is not a number (examples: 13e9, 7B, 4M, 300B)")
     value, suffix = match.groups()
-    return float(value) * _SUFFIXES[suffix.upper()]
+    return float(value) * (_BINARY_SUFFIXES if binary else _SUFFIXES)[suffix.upper()]
 
 
 def gbit_per_s_to_bytes_per_s(gbps: float) -> float:

@@ -57,11 +57,12 @@ class ModelStates:
 
     params: float
     grads: float
-    """Low-precision gradients kept on the GPU (the ZeRO paper's 2 bytes per parameter)."""
-    grads_fp32: float
-    """Engine-specific fp32 gradient partition for the optimizer step (DeepSpeed)."""
+    """Gradient bytes the engine really keeps on the GPU, in whatever dtype it keeps them."""
     optimizer: float
     """Master weights and optimizer moments on the GPU."""
+    paper_grads: float | None = None
+    """The ZeRO paper's gradient term for this sharding (16-bit), where the engine keeps
+    something else (DeepSpeed adds an fp32 partition); None when equal to `grads`."""
     cpu: float = 0.0
     """Bytes this rank keeps in host memory (offload)."""
     nvme: float = 0.0
@@ -69,12 +70,13 @@ class ModelStates:
 
     @property
     def paper_total(self) -> float:
-        """params + grads + optimizer, the ZeRO paper's "model states"."""
-        return self.params + self.grads + self.optimizer
+        """params + 16-bit grads + optimizer on the GPU: the ZeRO paper's "model states"."""
+        grads = self.grads if self.paper_grads is None else self.paper_grads
+        return self.params + grads + self.optimizer
 
     @property
     def gpu_total(self) -> float:
-        return self.params + self.grads + self.grads_fp32 + self.optimizer
+        return self.params + self.grads + self.optimizer
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,4 +128,8 @@ class Strategy(Protocol):
 
     def gpu_optimizer_params(self, ctx: Context) -> float:
         """Parameters the optimizer updates on this GPU (0 when the step runs on the CPU)."""
+        ...
+
+    def framework_hooks(self, ctx: Context) -> tuple[str, int]:
+        """(hook kind in the priors, modules hooked per micro-batch) for host-side overhead."""
         ...

@@ -36,7 +36,7 @@ class DDP:
 
     def model_states(self, ctx: Context) -> ModelStates:
         w = self._weight_bytes(ctx)
-        return ModelStates(params=w * ctx.P, grads=w * ctx.P, grads_fp32=0.0,
+        return ModelStates(params=w * ctx.P, grads=w * ctx.P,
                            optimizer=ctx.optimizer_state * ctx.P)
 
     def buffers(self, ctx: Context) -> Buffers:
@@ -56,3 +56,6 @@ class DDP:
 
     def gpu_optimizer_params(self, ctx: Context) -> float:
         return float(ctx.P)
+
+    def framework_hooks(self, ctx: Context) -> tuple[str, int]:
+        return "ddp", 0

@@ -62,9 +62,9 @@ class _FSDP:
         s = self._shard(ctx)
         weights = ctx.bytes.master or ctx.bytes.compute
         if self.cpu_offload:
-            return ModelStates(params=0.0, grads=0.0, grads_fp32=0.0, optimizer=0.0,
+            return ModelStates(params=0.0, grads=0.0, optimizer=0.0,
                                cpu=self._sharded_bytes_per_param(ctx) * s)
-        return ModelStates(params=weights * s, grads=FP32 * s, grads_fp32=0.0,
+        return ModelStates(params=weights * s, grads=FP32 * s,
                            optimizer=ctx.optimizer_state * s)
 
     def buffers(self, ctx: Context) -> Buffers:
@@ -111,6 +111,10 @@ class _FSDP:
 
     def gpu_optimizer_params(self, ctx: Context) -> float:
         return 0.0 if self.cpu_offload else self._shard(ctx)
+
+    def framework_hooks(self, ctx: Context) -> tuple[str, int]:
+        """One pre/post hook pair per FSDP unit: the layers and the root."""
+        return self.engine, ctx.model.layers + 1
 
 
 class FSDPFullShard(_FSDP):

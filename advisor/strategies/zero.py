@@ -89,6 +89,11 @@ class _Zero:
     def gpu_optimizer_params(self, ctx: Context) -> float:
         return 0.0 if self.offload_optimizer else self._shard(ctx)
 
+    def framework_hooks(self, ctx: Context) -> tuple[str, int]:
+        """Stage 3 hooks every submodule (fetch/release); stages 1-2 every parameter's grad."""
+        modules = ctx.model.layers * ctx.model.modules_per_layer + 3
+        return ("zero3" if self.stage == 3 else "zero12"), modules
+
     def collectives(self, ctx: Context) -> list[Collective]:
         b = self.buckets(ctx)
         param = ctx.bytes.compute * ctx.P
@@ -154,8 +159,8 @@ class Zero1(_Zero):
 
     def model_states(self, ctx: Context) -> ModelStates:
         s = self._shard(ctx)
-        return ModelStates(params=ctx.bytes.compute * ctx.P, grads=ctx.bytes.grad * ctx.P,
-                           grads_fp32=FP32 * s, optimizer=ctx.fp32_state * s)
+        return ModelStates(params=ctx.bytes.compute * ctx.P, grads=ctx.bytes.grad * ctx.P + FP32 * s,
+                           optimizer=ctx.fp32_state * s, paper_grads=ctx.bytes.grad * ctx.P)
 
 
 class Zero2(_Zero):
@@ -165,8 +170,8 @@ class Zero2(_Zero):
 
     def model_states(self, ctx: Context) -> ModelStates:
         s = self._shard(ctx)
-        return ModelStates(params=ctx.bytes.compute * ctx.P, grads=ctx.bytes.grad * s,
-                           grads_fp32=FP32 * s, optimizer=ctx.fp32_state * s)
+        return ModelStates(params=ctx.bytes.compute * ctx.P, grads=(ctx.bytes.grad + FP32) * s,
+                           optimizer=ctx.fp32_state * s, paper_grads=ctx.bytes.grad * s)
 
 
 class Zero3(_Zero):
@@ -176,19 +181,19 @@ class Zero3(_Zero):
 
     def model_states(self, ctx: Context) -> ModelStates:
         s = self._shard(ctx)
-        return ModelStates(params=ctx.bytes.compute * s, grads=0.0, grads_fp32=FP32 * s,
-                           optimizer=ctx.fp32_state * s)
+        return ModelStates(params=ctx.bytes.compute * s, grads=FP32 * s,
+                           optimizer=ctx.fp32_state * s, paper_grads=ctx.bytes.grad * s)
 
 
 class Zero2Offload(_Zero):
     name = "zero2-offload"
     stage = 2
     offload_optimizer = "cpu"
-    description = "ZeRO-Offload: ZeRO-2 with optimizer state, fp32 gradients and the step on the CPU"
+    description = "ZeRO-Offload: ZeRO-2, optimizer state, fp32 gradients and step on the CPU"
 
     def model_states(self, ctx: Context) -> ModelStates:
         s = self._shard(ctx)
-        return ModelStates(params=ctx.bytes.compute * ctx.P, grads=0.0, grads_fp32=0.0,
+        return ModelStates(params=ctx.bytes.compute * ctx.P, grads=0.0,
                            optimizer=0.0, cpu=(ctx.fp32_state + FP32) * s)
 
 
@@ -201,7 +206,7 @@ class Zero3Offload(_Zero):
 
     def model_states(self, ctx: Context) -> ModelStates:
         s = self._shard(ctx)
-        return ModelStates(params=0.0, grads=0.0, grads_fp32=0.0, optimizer=0.0,
+        return ModelStates(params=0.0, grads=0.0, optimizer=0.0,
                            cpu=(ctx.bytes.compute + FP32 + ctx.fp32_state) * s)
 
 
@@ -215,5 +220,5 @@ class Zero3NVMe(_Zero):
     def model_states(self, ctx: Context) -> ModelStates:
         s = self._shard(ctx)
         swap = NVME_PARAM_BUFFER_BYTES + 2 * FP32 * min(s, NVME_OPTIMIZER_SUBGROUP_ELEMENTS)
-        return ModelStates(params=0.0, grads=0.0, grads_fp32=0.0, optimizer=0.0,
+        return ModelStates(params=0.0, grads=0.0, optimizer=0.0,
                            cpu=FP32 * s + swap, nvme=(ctx.bytes.compute + ctx.fp32_state) * s)
