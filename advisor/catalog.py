@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-from rich.console import Console
 from rich.table import Table
 
 from advisor.hardware import gpu_catalog
@@ -45,4 +44,6 @@ def print_catalog(which: str, as_json: bool) -> None:
             table.add_row(m["name"], f"{m['params']:,}", str(m["layers"]), str(m["hidden"]),
                           str(m["heads"]), str(m["kv_heads"]), str(m["ffn"]), str(m["vocab"]),
                           m["decoder_layer_class"])
-    Console().print(table)
+    from advisor.report import make_console
+
+    make_console().print(table)

@@ -6,6 +6,7 @@ Every user error exits 2 with one line naming the field and what is allowed; no 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -14,8 +15,13 @@ from advisor.errors import AdvisorError, InvalidInput
 from advisor.strategies import STRATEGY_NAMES
 from advisor.workload import ACT_CKPTS, OPTIMIZERS, PRECISIONS
 
+# Subcommands that live in their own modules: each has `add_parser(subparsers)` and
+# `run(args) -> int`, imports only argparse at module level, and imports heavy code inside run.
+EXTRA_COMMANDS: tuple[str, ...] = ()
 
-def _job_flags(p: argparse.ArgumentParser) -> None:
+
+def add_job_flags(p: argparse.ArgumentParser) -> None:
+    """Model, cluster and workload flags shared by every command that takes a job."""
     m = p.add_argument_group("model (one of)")
     m.add_argument("--params", help="parameter count, e.g. 13e9 or 7B (shape inferred)")
     m.add_argument("--model", help="preset id (see `advisor models`)")
@@ -53,15 +59,17 @@ def _parser() -> argparse.ArgumentParser:
         "for DDP, DeepSpeed ZeRO and FSDP, and a recommendation."))
     sub = parser.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("recommend", help="rank every strategy at its best settings")
-    _job_flags(rec)
+    add_job_flags(rec)
     rec.add_argument("--strategies", help=f"comma-separated subset of {','.join(STRATEGY_NAMES)}")
     est = sub.add_parser("estimate", help="one strategy at the given settings")
-    _job_flags(est)
+    add_job_flags(est)
     est.add_argument("--strategy", default="fsdp", help=f"one of {', '.join(STRATEGY_NAMES)}")
     gpus = sub.add_parser("gpus", help="the GPU catalog")
     gpus.add_argument("--json", action="store_true")
     models = sub.add_parser("models", help="the model presets")
     models.add_argument("--json", action="store_true")
+    for module in EXTRA_COMMANDS:
+        importlib.import_module(module).add_parser(sub)
     return parser
 
 
@@ -72,7 +80,8 @@ _REQUEST_KEYS = ("params", "model", "layers", "hidden", "heads", "kv_heads", "ff
                  "flash_attention", "compile", "fsdp_version")
 
 
-def _request_data(args: argparse.Namespace) -> dict:
+def request_data(args: argparse.Namespace) -> dict:
+    """The request fields from parsed job flags (reads --hf-config from disk)."""
     data = {k: getattr(args, k) for k in _REQUEST_KEYS if getattr(args, k) is not None}
     if args.hf_config:
         path = Path(args.hf_config)
@@ -105,7 +114,7 @@ def _run(args: argparse.Namespace) -> None:
     )
     from advisor.priors import default_priors
 
-    data = _request_data(args)
+    data = request_data(args)
     priors = default_priors()
     if args.command == "estimate":
         data["strategy"] = args.strategy
@@ -140,6 +149,8 @@ def _run(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if hasattr(args, "run"):
+            return args.run(args)
         _run(args)
     except AdvisorError as exc:
         print(f"advisor: error: {exc}", file=sys.stderr)

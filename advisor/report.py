@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from rich.console import Console
 from rich.table import Table
 
@@ -9,6 +11,11 @@ from advisor.results import Estimate, Recommendation
 from advisor.units import GB, GiB
 
 _COMPONENTS = ("params", "grads", "optimizer", "activations", "logits", "buffers", "overhead")
+
+
+def make_console() -> Console:
+    """A console that does not squeeze the tables to 80 columns when output is piped."""
+    return Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def _gib(n: float) -> str:
@@ -67,7 +74,7 @@ def _memory_table(estimates: list[Estimate], title: str) -> Table:
 
 
 def print_recommendation(rec: Recommendation, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or make_console()
     m = rec.model
     console.print(f"[bold]{m.name}[/bold]: {m.params / 1e9:.2f}B params, {m.layers} layers x "
                   f"{m.hidden} hidden, {m.heads} heads ({m.kv_heads} kv), ffn {m.ffn}, vocab {m.vocab}")
@@ -92,7 +99,7 @@ def print_recommendation(rec: Recommendation, console: Console | None = None) ->
 
 
 def print_estimate(e: Estimate, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or make_console()
     m, s = e.model, e.settings
     console.print(f"[bold]{e.strategy}[/bold] ({e.engine}) on {e.cluster.num_gpus} x {e.cluster.gpu}; "
                   f"{m.name} {m.params / 1e9:.2f}B; micro-batch {s.micro_batch} x {s.seq_len} tokens,"
