@@ -1,0 +1,154 @@
+"""Exact values, with the arithmetic, for each formula module."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor import activations, compute
+from advisor.communication import Collective, bytes_per_gpu, collective_time_s
+from advisor.hardware import ClusterOverrides, parse_cluster
+from advisor.model import preset
+from advisor.priors import Curve, default_priors
+from advisor.units import parse_count
+from advisor.workload import Workload, optimizer_step_bytes_per_param
+from tests.helpers import context, run
+
+LLAMA2_7B = 6_738_415_616
+
+
+def test_flops_per_token_llama_2_7b():
+    m = preset("llama-2-7b")
+    # 6 * 6,738,415,616 + 12 * 32 layers * 4096 hidden * 4096 seq
+    assert m.mfu_flops_per_token(4096) == 6 * LLAMA2_7B + 12 * 32 * 4096 * 4096 == 46_872_944_640
+    # Executed: the 32000 x 4096 input embedding is a lookup, not a matmul; causal skip halves
+    # attention: 6 * (6,738,415,616 - 131,072,000) + 6 * 32 * 4096 * 4096
+    assert m.matmul_flops_per_token(4096, 0.5) == 6 * (LLAMA2_7B - 131_072_000) + 6 * 32 * 4096**2
+
+
+def test_activation_bytes_llama_2_7b():
+    m = preset("llama-2-7b")
+    w = Workload(seq_len=4096, micro_batch=1)
+    # per token per layer, bytes: 2 RMSNorms x (4 fp32 upcast + 2 normalized + 2 output) x 4096
+    # = 65,536; q,k,v,out 2 x (4096 + 2 x 4096 + 4096) = 32,768; gated MLP 2 x 4 x 11008 = 88,064
+    per_token = 65_536 + 32_768 + 88_064
+    assert activations.layer_bytes(m, w) == 4096 * per_token == 763_363_328
+    assert activations.stack_bytes(m, w) == 32 * 763_363_328
+    # full checkpointing: 32 layer inputs of 2 x 4096 x 4096 bytes + one layer recomputed
+    full = w.model_copy(update={"act_ckpt": "full"})
+    assert activations.stack_bytes(m, full) == 32 * 2 * 4096 * 4096 + 763_363_328
+    # selective: input + 2 norm outputs + q,k,v,out + gate,up outputs, 2 bytes each
+    sel = w.model_copy(update={"act_ckpt": "selective"})
+    kept = 4096 + 2 * 4096 + 4 * 4096 + 2 * 11008
+    assert activations.stack_bytes(m, sel) == 32 * 2 * 4096 * kept
+    # compiled (fused) norms keep 2 B input + 2 B output instead of 6 + 2
+    compiled = w.model_copy(update={"compile": True})
+    assert activations.layer_bytes(m, compiled) == 4096 * (per_token - 2 * 4 * 4096)
+    # no flash attention: + fp32 softmax and its bf16 copy, 6 * heads * s^2
+    eager = w.model_copy(update={"flash_attention": False})
+    assert activations.layer_bytes(m, eager) == 763_363_328 + 6 * 32 * 4096**2
+
+
+def test_logits_bytes():
+    m = preset("llama-3-8b")
+    w = Workload(seq_len=8192, micro_batch=2)
+    # 10 B per logit (bf16 + fp32 upcast + fp32 log-softmax) over 8192 x 2 x 128256, plus the
+    # final RMSNorm's (6 + 2) B x 4096 per token
+    assert activations.logits_bytes(m, w) == 10 * 8192 * 2 * 128256 + 8 * 8192 * 2 * 4096
+
+
+def test_ring_bytes_one_and_two_nodes():
+    one, two = parse_cluster("8xA100"), parse_cluster("2x8xA100")
+    # all-reduce over 8: 2 * 7/8 * 1e9 inside the node
+    t = bytes_per_gpu("all_reduce", "cluster", 1e9, one)
+    assert (t.intra_node, t.inter_node) == (pytest.approx(1.75e9), 0)
+    # over 2 x 8: 2 * 15/16 * 1e9 in all; across nodes a 2-node ring, 2 * 1/2 * 1e9, shared by 8
+    t = bytes_per_gpu("all_reduce", "cluster", 1e9, two)
+    assert t.inter_node == pytest.approx(1e9 / 8)
+    assert t.intra_node + t.inter_node == pytest.approx(1.875e9)
+    # all-gather: (n - 1) / n
+    assert bytes_per_gpu("all_gather", "cluster", 1e9, one).intra_node == pytest.approx(0.875e9)
+    # across_nodes group (HSDP replicas): one GPU per node, 2 nodes
+    t = bytes_per_gpu("all_reduce", "across_nodes", 1e9, two)
+    assert (t.intra_node, t.inter_node) == (0, pytest.approx(1e9))
+
+
+def test_collective_time_uses_the_slower_tier():
+    priors = default_priors()
+    c = Collective("all_reduce", "backward", "cluster", 1e9, 1e9, False, "x")
+    one, two = parse_cluster("8xA100"), parse_cluster("2x8xA100")
+    t1 = collective_time_s(c, one, priors)
+    eff = priors.collective_efficiency["intra"](1e9)
+    # 1.75e9 bytes at 300 GB/s x efficiency + one call's latency
+    assert t1 == pytest.approx(1.75e9 / (300e9 * eff) + priors.collective_latency_s)
+    # With 8 x 200 Gbit/s per node, a hierarchical all-reduce sends only 1/8 of S per GPU across
+    # nodes: NVLink stays the bottleneck (as in the B200 4-node busbw of reference/comm_bandwidth).
+    assert collective_time_s(c, two, priors) >= t1
+    # On a 100 Gbit/s Ethernet node the network is the bottleneck: 1e9/8 B at 12.5 GB/s x eff.
+    slow = parse_cluster("2x8xA100", ClusterOverrides(inter_node_gbps=100))
+    inter_eff = priors.collective_efficiency["inter"](1e9 / 8)
+    assert collective_time_s(c, slow, priors) == pytest.approx(
+        1e9 / 8 / (12.5e9 / 8 * inter_eff) + priors.collective_latency_s)
+
+
+def test_optimizer_step_bytes():
+    # AdamW mixed: read master 4 + moments 8 + fp32 grad 4, write 12, write bf16 param 2 = 30
+    assert optimizer_step_bytes_per_param("bf16", "adamw") == 30
+    # fp32 AdamW: read 4 + 8 + 4, write 4 + 8 = 28
+    assert optimizer_step_bytes_per_param("fp32", "adamw") == 28
+
+
+def test_ddp_memory_by_component():
+    e = run("ddp", "8xA100", "llama-2-7b")
+    m = e.memory.per_gpu_bytes
+    # autocast keeps the module in fp32: 4 B params, 4 B grads, 8 B AdamW moments
+    assert (m.params, m.grads, m.optimizer) == (4 * LLAMA2_7B, 4 * LLAMA2_7B, 8 * LLAMA2_7B)
+    # DDP's fp32 gradient buckets (4 B) + autocast bf16 weight copies (2 B)
+    assert m.buffers == 6 * LLAMA2_7B
+    assert m.total == pytest.approx(sum(getattr(m, k) for k in (
+        "params", "grads", "optimizer", "activations", "logits", "buffers", "overhead")))
+
+
+def test_optimizer_variants_change_state_bytes():
+    adam = run("fsdp", "8xA100", "llama-2-7b").memory.per_gpu_bytes.optimizer
+    adam8 = run("fsdp", "8xA100", "llama-2-7b", optimizer="adam8bit").memory.per_gpu_bytes.optimizer
+    sgd = run("fsdp", "8xA100", "llama-2-7b", optimizer="sgd").memory.per_gpu_bytes.optimizer
+    # FSDP keeps fp32 shards as the parameters; moments: 8 / 2 / 4 B per param over 8 GPUs
+    assert (adam, adam8, sgd) == (8 * LLAMA2_7B / 8, 2 * LLAMA2_7B / 8, 4 * LLAMA2_7B / 8)
+
+
+def test_efficiency_is_data_and_size_dependent():
+    small, large = context(model="gpt2", seq_len=1024), context(model="llama-3-70b")
+    assert compute.efficiency(small) < compute.efficiency(large)
+    curve = Curve(x=[1024, 4096], y=[0.2, 0.6])
+    assert curve(2048) == pytest.approx(0.4)  # halfway in log2
+    assert (curve(10), curve(1e9)) == (0.2, 0.6)  # clamped
+
+
+def test_fp8_uses_fp8_peak_and_compile_speeds_up():
+    bf16 = run("fsdp", "8xH100", "llama-3-8b")
+    fp8 = run("fsdp", "8xH100", "llama-3-8b", precision="fp8")
+    compiled = run("fsdp", "8xH100", "llama-3-8b", compile=True)
+    assert fp8.time.compute_s < bf16.time.compute_s
+    assert compiled.time.compute_s < bf16.time.compute_s
+    assert compiled.memory.per_gpu_bytes.activations < bf16.memory.per_gpu_bytes.activations
+
+
+def test_full_checkpointing_trades_memory_for_time():
+    none = run("fsdp", "8xA100", "llama-2-7b")
+    full = run("fsdp", "8xA100", "llama-2-7b", act_ckpt="full")
+    assert full.memory.per_gpu_bytes.activations < none.memory.per_gpu_bytes.activations
+    # recompute adds one forward: compute 4/3 of the no-checkpointing time
+    assert full.time.compute_s == pytest.approx(none.time.compute_s * 4 / 3)
+    assert full.throughput.hfu == pytest.approx(full.throughput.mfu * 4 / 3)
+
+
+def test_parse_count():
+    assert parse_count("13e9") == 13e9 and parse_count("7B") == 7e9 and parse_count("300B") == 3e11
+    assert parse_count("4M", binary=True) == 4 * 2**20
+    with pytest.raises(ValueError):
+        parse_count("seven")
+
+
+def test_time_range_brackets_the_estimate():
+    e = run("zero3", "2x8xH100", "llama-3-8b")
+    assert e.time.low_s < e.time.step_s < e.time.high_s

@@ -1,0 +1,106 @@
+"""The recommender: ranking, pruning, reasons and fixes."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.errors import InvalidInput
+from advisor.inputs import (
+    RecommendRequest,
+    base_workload,
+    resolve_cluster,
+    resolve_model,
+    search_space,
+    validate_request,
+)
+from advisor.priors import default_priors
+from advisor.search import MICRO_BATCH_LADDER, recommend
+from advisor.strategies import STRATEGY_NAMES
+from advisor.workload import ACT_CKPTS
+
+
+def rec(**fields):
+    req = validate_request(RecommendRequest, fields)
+    cluster, model = resolve_cluster(req), resolve_model(req)
+    return recommend(search_space(req, base_workload(req, cluster, model)), cluster, model,
+                     default_priors())
+
+
+def test_13b_on_8xa100():
+    r = rec(params=13e9, gpus="8xA100")
+    names = [e.strategy for e in r.estimates]
+    assert sorted(names) == sorted(STRATEGY_NAMES)
+    assert r.chosen == names[0] and r.estimates[0].fits
+    fitting = [e for e in r.estimates if e.fits]
+    tps = [e.throughput.tokens_per_s_per_gpu for e in fitting]
+    assert tps == sorted(tps, reverse=True)
+    assert all(not e.fits for e in r.estimates[len(fitting):])
+    ddp = next(e for e in r.estimates if e.strategy == "ddp")
+    # 13e9 x (4 + 4 + 8) B of model states alone is 194 GiB
+    assert not ddp.fits and "GiB of 80.0 GiB" in ddp.reason and ddp.fix
+    zero1 = next(e for e in r.estimates if e.strategy == "zero1")
+    assert not zero1.fits and "16 GPUs" in zero1.fix  # 16-bit params+grads stay whole: 2 nodes
+    for e in fitting:
+        assert e.memory.per_gpu_bytes.total <= e.memory.usable_bytes
+    assert r.summary and r.rule_of_thumb.startswith("Rule of thumb")
+    # Pruning: fewer candidates than the full grid.
+    assert r.candidates_evaluated < len(STRATEGY_NAMES) * len(ACT_CKPTS) * len(MICRO_BATCH_LADDER)
+
+
+def test_70b_on_8xa100_40gb_needs_offload():
+    r = rec(model="llama-2-70b", gpus="8xA100-40GB", seq_len=4096)
+    chosen = r.estimates[0]
+    assert chosen.fits and chosen.settings.offload in ("cpu", "nvme")
+    for e in r.estimates:
+        if e.settings.offload == "none" and e.memory is not None:
+            assert not e.fits
+
+
+def test_nothing_fits():
+    r = rec(model="llama-3.1-405b", gpus="1xL4")
+    assert r.chosen is None
+    assert r.summary[0].startswith("Nothing fits")
+    assert all(not e.fits and e.reason for e in r.estimates)
+
+
+def test_global_batch_fixes_accumulation():
+    r = rec(model="llama-3-8b", gpus="2x8xH100", seq_len=8192, global_batch_tokens="4M")
+    for e in r.estimates:
+        if e.fits:
+            s = e.settings
+            assert s.micro_batch * s.grad_accum * 8192 * 16 == 4 * 2**20 == s.global_batch_tokens
+
+
+def test_bad_global_batch_names_the_field():
+    with pytest.raises(InvalidInput) as err:
+        rec(params=7e9, gpus="8xA100", global_batch_tokens=1000)
+    assert err.value.field == "global_batch_tokens"
+
+
+def test_fixed_settings_are_respected():
+    r = rec(params=7e9, gpus="8xA100", micro_batch=2, act_ckpt="full", strategies=["fsdp", "zero3"])
+    assert {e.strategy for e in r.estimates} == {"fsdp", "zero3"}
+    assert all(e.settings.micro_batch == 2 and e.settings.act_ckpt == "full" for e in r.estimates)
+
+
+def test_fsdp1_is_modelled_separately():
+    r1 = rec(params=7e9, gpus="8xA100", strategies=["fsdp"], fsdp_version=1)
+    r2 = rec(params=7e9, gpus="8xA100", strategies=["fsdp"])
+    assert r1.estimates[0].engine == "fsdp1" and r2.estimates[0].engine == "fsdp2"
+    assert r1.estimates[0].settings.fsdp_version == 1
+
+
+def test_time_to_train():
+    r = rec(params=7e9, gpus="8xA100", tokens="300B")
+    e = r.estimates[0]
+    # 300e9 tokens / (tokens/s/GPU x 8 GPUs)
+    assert e.throughput.time_to_train_s == pytest.approx(300e9 / (e.throughput.tokens_per_s_per_gpu * 8))
+
+
+def test_pcie_cluster_prefers_less_communication():
+    """On PCIe-only L40S nodes over 100 Gbit/s, communication is exposed, and the rule of thumb
+    (no NVLink) is reported either way."""
+    r = rec(params=7e9, gpus="2x8xL40S", inter_node_gbps=100)
+    fitting = [e for e in r.estimates if e.fits]
+    assert fitting and any(e.time.exposed_comm_s > 0 for e in fitting)
+    assert "PCIe" in r.rule_of_thumb
