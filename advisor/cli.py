@@ -131,7 +131,7 @@ def _run(args: argparse.Namespace) -> None:
             from advisor.report import print_estimate
             print_estimate(result)
         return
-    if args.strategies:
+    if args.strategies is not None:
         data["strategies"] = [s.strip() for s in args.strategies.split(",") if s.strip()]
     req = validate_request(RecommendRequest, data)
     from advisor.search import recommend

@@ -1,11 +1,15 @@
 """Compute time: FLOPs through size-dependent efficiency data, and the optimizer step.
 
-    t = FLOPs / (peak(precision) * efficiency)
+    t = dense FLOPs / (peak(precision) * efficiency)
+        + attention FLOPs * causal_skip / (peak(precision) * efficiency * attention_ratio)
     efficiency = gemm_efficiency[arch](hidden) * t_mb / (t_mb + half_tokens)
                  * compile_speedup (if compiled) * fp8_ratio (if fp8)
 
-FLOPs per token are the matmul FLOPs the GPU executes (`ModelSpec.matmul_flops_per_token`);
-forward is one third of forward + backward (Kaplan et al. 2020, 2 vs 4 FLOPs per weight).
+Dense FLOPs are the weight matmuls the GPU executes (`ModelSpec.dense_flops_per_token`);
+attention (`attention_flops_per_token`) runs in its own kernel at its own efficiency (flash
+attention forward + backward reaches a lower fraction of peak than large GEMMs; Dao 2023) and,
+with flash attention, skips the masked half of the causal square. Forward is one third of
+forward + backward (Kaplan et al. 2020, 2 vs 4 FLOPs per weight).
 Full checkpointing re-runs the forward inside backward; selective re-runs norms and pointwise
 ops (a prior fraction of forward).
 """
@@ -45,9 +49,12 @@ def micro_batch_time(ctx: Context, efficiency_scale: float = 1.0) -> MicroBatchT
     w = ctx.workload
     cp = ctx.priors.compute
     skip = cp.flash_causal_skip if w.flash_attention else 1.0
-    flops = ctx.model.matmul_flops_per_token(w.seq_len, skip) * w.micro_batch * w.seq_len
+    tokens = w.micro_batch * w.seq_len
     rate = ctx.cluster.gpu.peak_flops(w.precision) * efficiency(ctx) * efficiency_scale
-    forward = flops / 3 / rate
+    seconds = (ctx.model.dense_flops_per_token() * tokens / rate
+               + ctx.model.attention_flops_per_token(w.seq_len) * skip * tokens
+               / (rate * cp.attention_efficiency_ratio))
+    forward = seconds / 3
     recompute = {"none": 0.0, "selective": cp.selective_recompute_fraction, "full": 1.0}[w.act_ckpt]
     return MicroBatchTime(forward_s=forward, backward_s=2 * forward + recompute * forward)
 

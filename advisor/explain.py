@@ -48,10 +48,13 @@ def cheapest_fix(est: Estimate, space: SearchSpace, cluster: Cluster, model: Mod
     needed = mem.per_gpu_bytes.total / (1 - priors.overhead.memory_safety_fraction)
     bigger = sorted((g for g in gpu_catalog().values() if g.memory_in_GiB * GiB >= needed),
                     key=lambda g: g.memory_in_GiB)
+    options = []
     if bigger:
-        return f"a GPU with at least {gib_text(needed)} ({bigger[0].name})"
+        options.append(f"a GPU with at least {gib_text(needed)} ({bigger[0].name})")
     if scaled is not None:
-        return f"{scaled.num_gpus} GPUs ({scaled.nodes} x {scaled.gpus_per_node})"
+        options.append(f"{scaled.num_gpus} GPUs ({scaled.nodes} x {scaled.gpus_per_node})")
+    if options:
+        return ", or ".join(options)
     return "a sharded or offloaded strategy (zero3, fsdp, zero3-offload)"
 
 
@@ -84,9 +87,10 @@ def _dominant(e: Estimate) -> str:
     return f"{name} is {_share(value, t.step_s)} of the {t.step_s:.2f} s step"
 
 
-def rule_of_thumb_pick(cluster: Cluster, model: ModelSpec, any_fits: bool) -> str:
-    """What the rule of thumb would pick for this job."""
-    if not any_fits:
+def rule_of_thumb_pick(cluster: Cluster, model: ModelSpec, resident_fits: bool) -> str:
+    """What the rule of thumb would pick: ZeRO-Infinity when no GPU-resident plan fits, else
+    FSDP below 10B params or with NVLink, else ZeRO-3."""
+    if not resident_fits:
         return "zero3-nvme"
     nvlink = "pcie" not in cluster.gpu.intra_node_link.lower()
     return "fsdp" if model.params < 10e9 or nvlink else "zero3"
@@ -96,7 +100,8 @@ def explain(chosen: Estimate | None, ranked: list[Estimate], cluster: Cluster,
             model: ModelSpec) -> tuple[list[str], str]:
     """Summary sentences and the rule-of-thumb comparison."""
     fitting = [e for e in ranked if e.fits]
-    rule_pick = rule_of_thumb_pick(cluster, model, bool(fitting))
+    resident = any(e.fits and e.settings.offload == "none" for e in ranked)
+    rule_pick = rule_of_thumb_pick(cluster, model, resident)
     if chosen is None:
         closest = min((e for e in ranked if e.memory), key=lambda e: e.memory.per_gpu_bytes.total,
                       default=None)
@@ -120,7 +125,8 @@ def explain(chosen: Estimate | None, ranked: list[Estimate], cluster: Cluster,
     if misfits:
         verb = "does" if len(misfits) == 1 else "do"
         others.append(f"{', '.join(misfits)} {verb} not fit or cannot run here (reasons below)")
-    second = ("; ".join(others).capitalize() + ".") if others else ""
+    second = "; ".join(others)
+    second = (second[0].upper() + second[1:] + ".") if second else ""
     change = _what_would_change(chosen)
     verdict = "agrees" if rule_pick == chosen.strategy else "differs"
     rule = (f"Rule of thumb ({RULE_OF_THUMB}) picks {rule_pick} for {model.params / 1e9:.1f}B "

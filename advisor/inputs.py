@@ -36,7 +36,7 @@ class JobRequest(BaseModel):
     """Model, cluster and workload of one training job. Give the model one way: `params`,
     `model` (preset), `hf_config` (config.json content) or the shape fields."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)
 
     params: Count | None = Field(default=None, gt=0, le=MAX_PARAMS)
     """Parameter count (e.g. 13e9 or "13B"); alone, the shape is inferred."""
@@ -83,7 +83,8 @@ class EstimateRequest(JobRequest):
 
 
 class RecommendRequest(JobRequest):
-    strategies: list[StrategyName] | None = Field(default=None, max_length=len(STRATEGY_NAMES))
+    strategies: list[StrategyName] | None = Field(default=None, min_length=1,
+                                                  max_length=len(STRATEGY_NAMES))
     """Strategies to consider (default: all)."""
 
 
@@ -120,9 +121,10 @@ def resolve_model(req: JobRequest) -> ModelSpec:
                                         ("hf_config", req.hf_config is not None),
                                         ("layers", any(v is not None for v in shape.values())))
              if present]
-    if not given or len([g for g in given if g != "params"]) > 1:
-        raise InvalidInput("model", "give the model one way", "--params, --model, --hf-config, "
-                           "or the shape flags --layers --hidden --heads --ffn --vocab [--kv-heads]")
+    if len(given) != 1:
+        raise InvalidInput("model", "give the model exactly one way" + (
+            f", not {' and '.join(given)}" if given else ""), "--params, --model, --hf-config, "
+            "or the shape flags --layers --hidden --heads --ffn --vocab [--kv-heads]")
     if "model" in given:
         spec = preset(req.model)
     elif "hf_config" in given:
@@ -140,9 +142,7 @@ def resolve_model(req: JobRequest) -> ModelSpec:
             raise InvalidInput("heads", exc.errors()[0]["msg"].replace("Value error, ", ""),
                                "heads dividing hidden, kv_heads dividing heads") from None
     else:
-        return infer_from_params(req.params)
-    if req.params is not None:
-        spec = spec.model_copy(update={"params_override": int(req.params)})
+        spec = infer_from_params(req.params)
     return spec
 
 

@@ -140,17 +140,19 @@ class ModelSpec(BaseModel):
         """
         return 6.0 * self.params + 12.0 * self.layers * self.hidden * seq_len
 
-    def matmul_flops_per_token(self, seq_len: int, causal_skip: float) -> float:
-        """FLOPs the GPU really executes per token for forward + backward (no recompute).
-
-        6 FLOPs per weight that takes part in a matmul (the token embedding lookup is not a
-        matmul; a tied embedding is used once as the output head), plus attention
-        12 * L * h * s scaled by `causal_skip` (flash attention skips masked blocks: ~0.5).
-        """
+    def dense_flops_per_token(self) -> float:
+        """Forward + backward FLOPs per token of the weight matmuls: 6 per weight that takes
+        part in a matmul (the token-embedding lookup is not one; a tied embedding is used once,
+        as the output head)."""
         matmul_params = self.params - self.embedding_params
         if self.tied_embeddings:
             matmul_params += self.vocab * self.hidden
-        return 6.0 * matmul_params + 12.0 * self.layers * self.hidden * seq_len * causal_skip
+        return 6.0 * matmul_params
+
+    def attention_flops_per_token(self, seq_len: int) -> float:
+        """Forward + backward FLOPs per token of the attention scores and values over the full
+        s x s square: 12 * L * h * s (a causal kernel may skip half)."""
+        return 12.0 * self.layers * self.hidden * seq_len
 
 
 # Canonical aspect ratio for `--params` alone: head_dim 128, layers = hidden / 128 (Llama-13B

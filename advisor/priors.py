@@ -47,6 +47,7 @@ class ComputePriors(_Strict):
     compile_speedup: float = Field(gt=0)
     fp8_efficiency_ratio: float = Field(gt=0, le=1)
     flash_causal_skip: float = Field(gt=0, le=1)
+    attention_efficiency_ratio: float = Field(gt=0, le=2)
     selective_recompute_fraction: float = Field(ge=0)
     hbm_efficiency: float = Field(gt=0, le=1)
 
@@ -109,8 +110,23 @@ def priors_from_toml(raw: dict, source: str) -> Priors:
     )
 
 
+def _merge(base: dict, over: dict) -> dict:
+    """Table-wise override: keys of `over` replace those of `base`, recursively for tables."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merge(base[key], value) if isinstance(value, dict) and key in base else value
+    return out
+
+
 @cache
-def default_priors() -> Priors:
-    """The shipped priors, read on first use (no import-time I/O)."""
-    text = resources.files("advisor.data").joinpath("priors.toml").read_text()
-    return priors_from_toml(tomllib.loads(text), "advisor/data/priors.toml")
+def default_priors(fitted: bool = True) -> Priors:
+    """The shipped priors, read on first use (no import-time I/O): the hand-set
+    `priors.toml`, overridden by `fitted_priors.toml` (written by benchmarks/fit_priors.py)."""
+    data = resources.files("advisor.data")
+    raw = tomllib.loads(data.joinpath("priors.toml").read_text())
+    source = "advisor/data/priors.toml"
+    fitted_file = data.joinpath("fitted_priors.toml")
+    if fitted and fitted_file.is_file():
+        raw = _merge(raw, tomllib.loads(fitted_file.read_text()))
+        source += " + fitted_priors.toml"
+    return priors_from_toml(raw, source)

@@ -16,7 +16,7 @@ _SUFFIXES = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 # Batch sizes in tokens follow the LLM convention: "4M tokens" is 2^22 = 4,194,304 (Llama:
 # 2048 sequences x 2048 tokens), so a batch divides into power-of-two micro-batches.
 _BINARY_SUFFIXES = {"": 1.0, "K": 2.0**10, "M": 2.0**20, "B": 2.0**30, "G": 2.0**30, "T": 2.0**40}
-_COUNT_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
+_COUNT_RE = re.compile(r"^\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
 
 
 def parse_count(text: str | float | int, binary: bool = False) -> float:

@@ -20,9 +20,12 @@ def test_flops_per_token_llama_2_7b():
     m = preset("llama-2-7b")
     # 6 * 6,738,415,616 + 12 * 32 layers * 4096 hidden * 4096 seq
     assert m.mfu_flops_per_token(4096) == 6 * LLAMA2_7B + 12 * 32 * 4096 * 4096 == 46_872_944_640
-    # Executed: the 32000 x 4096 input embedding is a lookup, not a matmul; causal skip halves
-    # attention: 6 * (6,738,415,616 - 131,072,000) + 6 * 32 * 4096 * 4096
-    assert m.matmul_flops_per_token(4096, 0.5) == 6 * (LLAMA2_7B - 131_072_000) + 6 * 32 * 4096**2
+    # Executed matmuls: the 32000 x 4096 input embedding is a lookup, not a matmul
+    assert m.dense_flops_per_token() == 6 * (LLAMA2_7B - 131_072_000)
+    assert m.attention_flops_per_token(4096) == 12 * 32 * 4096 * 4096
+    # tied (gpt2): the embedding is the output head, so every weight is in a matmul except the
+    # learned positions: 6 * (124,439,808 - 1024 * 768)
+    assert preset("gpt2").dense_flops_per_token() == 6 * (124_439_808 - 1024 * 768)
 
 
 def test_activation_bytes_llama_2_7b():

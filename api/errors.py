@@ -1,0 +1,135 @@
+"""One error schema for every failure (STYLE.md, principle 7), and the handlers that map to it.
+
+InvalidInput and request-validation errors -> 422 naming the field and what it allows;
+Infeasible -> 422 with the reason and the fix; HTTP errors keep their status; anything else ->
+500 with a one-line message (the traceback goes to the server log, never to the client).
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import cache
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from advisor.errors import AdvisorError, Infeasible, InvalidInput
+from api.schemas import ConfigsRequest, ErrorResponse, FieldError
+
+log = logging.getLogger("advisor.api")
+
+_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "body_too_large",
+          415: "unsupported_media_type", 422: "invalid_input", 501: "not_implemented"}
+
+
+class UnsupportedInput(AdvisorError):
+    """Input that passed validation but that the cost model cannot evaluate (a bug to fix in
+    advisor/, reported as 422 rather than 500 because the input is what triggers it)."""
+
+
+def error_response(status: int, body: ErrorResponse, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
+
+
+def _describe(prop: dict[str, Any]) -> str | None:
+    """What one JSON Schema property allows, in words."""
+    texts = []
+    for arm in prop.get("anyOf", [prop]):
+        if arm.get("type") == "null":
+            continue
+        if "enum" in arm:
+            texts.append("one of " + ", ".join(map(str, arm["enum"])))
+        elif arm.get("type") == "array" and "enum" in arm.get("items", {}):
+            texts.append(f"up to {arm.get('maxItems', 'any number of')} of "
+                         + ", ".join(arm["items"]["enum"]))
+        elif "pattern" in arm:
+            texts.append('a count string such as "13e9", "7B" or "4M"')
+        elif arm.get("type") == "string" and "maxLength" in arm:
+            texts.append(f"{arm.get('minLength', 0)} to {arm['maxLength']} characters")
+        else:
+            bounds = [f"{sym} {arm[key]:g}" for key, sym in (
+                ("exclusiveMinimum", ">"), ("minimum", ">="), ("exclusiveMaximum", "<"),
+                ("maximum", "<=")) if key in arm]
+            if bounds:
+                texts.append(" and ".join(bounds))
+            elif arm.get("type"):
+                texts.append(f"a JSON {arm['type']}")
+    return ", or ".join(texts) or None
+
+
+@cache
+def _allowed_by_field() -> dict[str, str | None]:
+    """Allowed values of every request field, from the documented schema (one source)."""
+    props = ConfigsRequest.model_json_schema()["properties"]
+    return {name: _describe(prop) for name, prop in props.items()}
+
+
+def field_errors(errors: list[dict[str, Any]]) -> list[FieldError]:
+    """pydantic's error list as FieldErrors; paths drop the leading `body`."""
+    allowed, out = _allowed_by_field(), []
+    for err in errors:
+        loc = [str(part) for part in err.get("loc", ())]
+        if loc and loc[0] == "body":
+            loc = loc[1:]
+        if err.get("type") == "json_invalid":
+            loc = ["body"]
+        field = ".".join(loc) or "body"
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        ctx_error = (err.get("ctx") or {}).get("error")
+        if err.get("type") == "json_invalid" and ctx_error:
+            message = f"{message}: {ctx_error}"
+        top = loc[0] if loc else ""
+        if err.get("type") == "extra_forbidden":
+            message, hint = "unknown field", "the fields " + ", ".join(sorted(allowed))
+        else:
+            hint = allowed.get(top) if top in allowed else None
+        out.append(FieldError(field=field, message=message, allowed=hint))
+    return out
+
+
+def invalid_input_body(exc: InvalidInput) -> ErrorResponse:
+    return ErrorResponse(code="invalid_input", message=str(exc), field=exc.field, allowed=exc.allowed)
+
+
+def validation_body(errors: list[dict[str, Any]]) -> ErrorResponse:
+    fields = field_errors(errors)
+    first = fields[0] if fields else FieldError(field="body", message="invalid request")
+    more = f" (and {len(fields) - 1} more)" if len(fields) > 1 else ""
+    return ErrorResponse(code="invalid_input", message=f"{first.field}: {first.message}{more}",
+                         field=first.field, allowed=first.allowed, errors=fields)
+
+
+async def _on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    return error_response(422, validation_body(list(exc.errors())))
+
+
+async def _on_advisor_error(_: Request, exc: AdvisorError) -> JSONResponse:
+    if isinstance(exc, InvalidInput):
+        return error_response(422, invalid_input_body(exc))
+    if isinstance(exc, Infeasible):
+        return error_response(422, ErrorResponse(code="infeasible", message=exc.reason, allowed=exc.fix))
+    code = "unsupported_input" if isinstance(exc, UnsupportedInput) else "invalid_input"
+    return error_response(422, ErrorResponse(code=code, message=str(exc)))
+
+
+async def _on_http(_: Request, exc: HTTPException) -> JSONResponse:
+    code = _CODES.get(exc.status_code, "http_error")
+    message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+    return error_response(exc.status_code, ErrorResponse(code=code, message=message),
+                          headers=getattr(exc, "headers", None))
+
+
+async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, ErrorResponse(code="internal_error",
+                                             message="internal error; the server log has the details"))
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _on_validation)
+    app.add_exception_handler(AdvisorError, _on_advisor_error)
+    app.add_exception_handler(HTTPException, _on_http)
+    app.add_exception_handler(Exception, _on_unexpected)

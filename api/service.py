@@ -1,0 +1,74 @@
+"""The domain calls behind the endpoints: request model -> advisor functions -> typed result.
+
+The same steps as the CLI (`advisor/cli.py`). A result is a pure function of its request, so
+each kind keeps a bounded LRU cache keyed by the request's canonical JSON: a repeated request
+(a dashboard polling, a form re-submitted) costs a dictionary look-up instead of a search.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from functools import lru_cache
+from typing import TypeVar
+
+from pydantic import ValidationError
+
+from advisor.errors import AdvisorError, InvalidInput
+from advisor.inputs import base_workload, resolve_cluster, resolve_estimate, resolve_model, search_space
+from advisor.priors import default_priors
+from advisor.results import Estimate, Recommendation
+from api.errors import UnsupportedInput
+from api.schemas import EstimateRequest, RecommendRequest
+
+log = logging.getLogger("advisor.api")
+CACHE_ENTRIES = 256  # a recommendation is ~50 KB of objects: 256 of them stay under ~15 MB
+T = TypeVar("T")
+
+
+def guarded(fn: Callable[[], T]) -> T:
+    """Run domain code; errors that are not the advisor's own become 422s, not 500s."""
+    try:
+        return fn()
+    except AdvisorError:
+        raise
+    except ValidationError as exc:  # a value derived from the request is out of range
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "request"
+        raise InvalidInput(field, f"{err['msg']} (derived from the request)") from None
+    except (ArithmeticError, ValueError) as exc:
+        log.exception("cost model failed on a validated request")
+        raise UnsupportedInput(f"the cost model cannot evaluate this input "
+                               f"({type(exc).__name__}: {exc})") from None
+
+
+@lru_cache(maxsize=CACHE_ENTRIES)
+def _estimate(key: str) -> Estimate:
+    from advisor.estimate import estimate
+    from advisor.strategies import get_strategy
+
+    req = EstimateRequest.model_validate_json(key)
+    cluster, model, workload = resolve_estimate(req)
+    return estimate(cluster, model, workload, get_strategy(req.strategy, req.fsdp_version),
+                    default_priors(), req.tokens)
+
+
+@lru_cache(maxsize=CACHE_ENTRIES)
+def _recommend(key: str) -> Recommendation:
+    from advisor.search import recommend
+
+    req = RecommendRequest.model_validate_json(key)
+    cluster, model = resolve_cluster(req), resolve_model(req)
+    space = search_space(req, base_workload(req, cluster, model))
+    return recommend(space, cluster, model, default_priors())
+
+
+def estimate(req: EstimateRequest) -> Estimate:
+    return guarded(lambda: _estimate(req.model_dump_json()))
+
+
+def recommend(req: RecommendRequest) -> Recommendation:
+    """The ranking; for a ConfigsRequest, only the RecommendRequest part counts."""
+    if type(req) is not RecommendRequest:
+        req = RecommendRequest.model_validate(req.model_dump(include=set(RecommendRequest.model_fields)))
+    return guarded(lambda: _recommend(req.model_dump_json()))

@@ -1,0 +1,189 @@
+"""Fit the compute-efficiency priors to the published llm-foundry measurements.
+
+    python benchmarks/fit_priors.py            # fit, cross-validate, print
+    python benchmarks/fit_priors.py --write    # ... and write advisor/data/fitted_priors.toml
+
+What is fitted (physically meaningful terms, few parameters, no per-row tuning):
+- per GPU architecture, the GEMM efficiency curve at 4 hidden sizes (768, 2048, 4096, 8192),
+  by linear least squares on each row's implied efficiency (the scale of the compute prior
+  that makes the model hit the measured tokens/s/GPU, found by bisection through the whole
+  step-time model, communication and overlap included);
+- the attention-kernel efficiency ratio, by grid search (it sets how long sequences cost);
+- the fp8 efficiency ratio, from the fp8 rows.
+Cross-validation: leave one model size out (every row of that MPT size held out, its curve
+value interpolated from the other sizes), and leave one GPU type out for the A100 40/80 GB
+pair (same architecture).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+
+from advisor.priors import Curve, Priors, default_priors  # noqa: E402
+from advisor.timing import step_parts  # noqa: E402
+from benchmarks.reference import Case, llm_foundry_cases  # noqa: E402
+
+KNOTS = [768.0, 2048.0, 4096.0, 8192.0]
+ARCHES = ("ampere", "hopper")
+FITTED = Path(__file__).parents[1] / "advisor" / "data" / "fitted_priors.toml"
+
+
+def predicted_tps(case: Case, priors: Priors, compute_scale: float = 1.0) -> float:
+    ctx = case.context(priors)
+    parts = step_parts(ctx, case.strategy, compute_scale=compute_scale)
+    return case.workload.tokens_per_step(case.cluster.num_gpus) / parts.step_s / case.cluster.num_gpus
+
+
+def implied_scale(case: Case, priors: Priors) -> float:
+    """Compute-efficiency scale at which the model matches the measurement (bisection, log)."""
+    lo, hi = math.log(0.05), math.log(20.0)
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if predicted_tps(case, priors, math.exp(mid)) < case.tokens_per_s_per_gpu:
+            lo = mid
+        else:
+            hi = mid
+    return math.exp((lo + hi) / 2)
+
+
+def _weights(hidden: float) -> np.ndarray:
+    """Linear-interpolation weights of the knots at `hidden` (log2 space, clamped)."""
+    w = np.zeros(len(KNOTS))
+    if hidden <= KNOTS[0]:
+        w[0] = 1
+    elif hidden >= KNOTS[-1]:
+        w[-1] = 1
+    else:
+        j = next(i for i in range(1, len(KNOTS)) if hidden <= KNOTS[i])
+        t = (math.log2(hidden) - math.log2(KNOTS[j - 1])) / (math.log2(KNOTS[j]) - math.log2(KNOTS[j - 1]))
+        w[j - 1], w[j] = 1 - t, t
+    return w
+
+
+def fit_curve(samples: list[tuple[float, float]]) -> list[float]:
+    """Least-squares knot values from (hidden, implied efficiency) samples."""
+    a = np.array([_weights(h) for h, _ in samples])
+    b = np.array([v for _, v in samples])
+    values, *_ = np.linalg.lstsq(a, b, rcond=None)
+    # Knots without data keep the neighbours' value; efficiencies stay physical.
+    return [float(min(0.95, max(0.05, v))) for v in values]
+
+
+def with_fit(priors: Priors, curves: dict[str, list[float]], attention: float,
+             fp8: float | None = None) -> Priors:
+    gemm = dict(priors.gemm_efficiency)
+    gemm.update({arch: Curve(x=KNOTS, y=ys) for arch, ys in curves.items()})
+    compute = {"attention_efficiency_ratio": attention}
+    if fp8 is not None:
+        compute["fp8_efficiency_ratio"] = fp8
+    return priors.model_copy(update={"gemm_efficiency": gemm,
+                                     "compute": priors.compute.model_copy(update=compute)})
+
+
+def implied_efficiencies(cases: list[Case], priors: Priors) -> list[float]:
+    """Each row's implied efficiency at its hidden size, on the un-scaled prior curve."""
+    return [priors.gemm_efficiency[c.cluster.gpu.architecture](c.model.hidden) * implied_scale(c, priors)
+            for c in cases]
+
+
+def fit(cases: list[Case], base: Priors, attention: float) -> tuple[Priors, list[float]]:
+    """Fit the curves on bf16 rows and the fp8 ratio on fp8 rows, for one attention ratio."""
+    priors = with_fit(base, {}, attention)
+    implied = implied_efficiencies(cases, priors)
+    curves = {}
+    for arch in ARCHES:
+        samples = [(c.model.hidden, v) for c, v in zip(cases, implied, strict=True)
+                   if c.cluster.gpu.architecture == arch and c.workload.precision == "bf16"]
+        if samples:
+            curves[arch] = fit_curve(samples)
+    fitted = with_fit(base, curves, attention)
+    fp8_ratios = [v / fitted.gemm_efficiency[c.cluster.gpu.architecture](c.model.hidden)
+                  * base.compute.fp8_efficiency_ratio
+                  for c, v in zip(cases, implied, strict=True) if c.workload.precision == "fp8"]
+    fp8 = statistics.median(fp8_ratios) if fp8_ratios else None
+    return with_fit(base, curves, attention, fp8), implied
+
+
+def errors(cases: list[Case], priors: Priors) -> list[float]:
+    """Signed relative error of tokens/s/GPU per case."""
+    return [predicted_tps(c, priors) / c.tokens_per_s_per_gpu - 1 for c in cases]
+
+
+def summary(errs: list[float]) -> str:
+    a = sorted(abs(e) for e in errs)
+    if not a:
+        return "no rows"
+    p90 = a[min(len(a) - 1, int(0.9 * len(a)))]
+    return (f"n={len(a):3d}  median |err| {100 * statistics.median(a):5.1f}%  p90 {100 * p90:5.1f}%  "
+            f"max {100 * a[-1]:5.1f}%  bias {100 * statistics.median(errs):+5.1f}%")
+
+
+def cross_validate(cases: list[Case], base: Priors, attention: float, key) -> list[float]:
+    """Hold out each group given by `key`, fit on the rest, collect held-out errors."""
+    held = []
+    for group in sorted({key(c) for c in cases}):
+        train = [c for c in cases if key(c) != group]
+        test = [c for c in cases if key(c) == group]
+        if not train or not test:
+            continue
+        priors, _ = fit(train, base, attention)
+        held.extend(errors(test, priors))
+    return held
+
+
+def best_attention(cases: list[Case], base: Priors) -> float:
+    grid = [round(0.3 + 0.05 * i, 2) for i in range(15)]
+    scored = []
+    for ratio in grid:
+        priors, _ = fit(cases, base, ratio)
+        scored.append((statistics.median(abs(e) for e in errors(cases, priors)), ratio))
+    return min(scored)[1]
+
+
+def write(priors: Priors, n_rows: int) -> None:
+    lines = [f"# Written by `python benchmarks/fit_priors.py --write` on {date.today()} from "
+             f"{n_rows} llm-foundry rows", "# of ../shared/reference/throughput.csv. Do not edit by "
+             "hand: rerun the script. Overrides priors.toml.", ""]
+    for arch in ARCHES:
+        c = priors.gemm_efficiency[arch]
+        lines += [f"[gemm_efficiency.{arch}]", f"hidden = {[int(x) for x in c.x]}",
+                  f"efficiency = {[round(y, 4) for y in c.y]}", ""]
+    lines += ["[compute]",
+              f"attention_efficiency_ratio = {priors.compute.attention_efficiency_ratio}",
+              f"fp8_efficiency_ratio = {round(priors.compute.fp8_efficiency_ratio, 4)}", ""]
+    FITTED.write_text("\n".join(lines))
+    print(f"wrote {FITTED}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="write advisor/data/fitted_priors.toml")
+    args = parser.parse_args()
+    base = default_priors(fitted=False)
+    cases = llm_foundry_cases()
+    print(f"{len(cases)} llm-foundry rows; priors before fitting: {summary(errors(cases, base))}")
+    attention = best_attention(cases, base)
+    fitted, _ = fit(cases, base, attention)
+    print(f"fitted: attention ratio {attention}, fp8 ratio {fitted.compute.fp8_efficiency_ratio:.3f}")
+    for arch in ARCHES:
+        print(f"  {arch:7s} efficiency at hidden {[int(k) for k in KNOTS]}: "
+              f"{[round(y, 3) for y in fitted.gemm_efficiency[arch].y]}")
+    print(f"in-sample                  {summary(errors(cases, fitted))}")
+    print(f"CV leave one model size out {summary(cross_validate(cases, base, attention, lambda c: c.model.name))}")
+    print(f"CV leave one GPU type out  {summary(cross_validate(cases, base, attention, lambda c: c.gpu))}"
+          "   (H100 held out has no same-arch training rows: the hand prior stays)")
+    if args.write:
+        write(fitted, len(cases))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Published throughput rows (../shared/reference/throughput.csv) as advisor inputs.
+
+Each expressible row becomes a `Case`: cluster, model, workload, strategy and the measured
+tokens/s/GPU and MFU. Assumptions for rows that leave something out are written next to them.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from advisor.hardware import Cluster, parse_cluster
+from advisor.model import ModelSpec, preset
+from advisor.strategies import get_strategy
+from advisor.strategies.base import Context, Strategy
+from advisor.workload import Workload
+
+REFERENCE = Path(os.environ.get("ADVISOR_REFERENCE", Path(__file__).parents[1].parent / "shared" / "reference"))
+GPU = {"A100-80GB": "A100-80GB", "A100-40GB": "A100-40GB", "H100-80GB-SXM": "H100-80GB"}
+
+
+@dataclass(frozen=True)
+class Case:
+    source: str
+    label: str
+    cluster: Cluster
+    model: ModelSpec
+    workload: Workload
+    strategy: Strategy
+    tokens_per_s_per_gpu: float
+    mfu: float | None
+    note: str = ""
+
+    def context(self, priors) -> Context:
+        return Context(cluster=self.cluster, model=self.model, workload=self.workload, priors=priors)
+
+    @property
+    def gpu(self) -> str:
+        return self.cluster.gpu.name
+
+    @property
+    def size_group(self) -> str:
+        return self.model.name
+
+
+def _notes(text: str) -> dict[str, str]:
+    return dict(kv.split("=", 1) for kv in re.findall(r"(\w+=[^;]+)", text))
+
+
+def _mpt(row: dict, notes: dict) -> ModelSpec:
+    """MPT architecture (llm-foundry yamls): LayerNorm without bias, no linear biases, ALiBi,
+    tied embeddings, 4h GeLU MLP; num_params from the row's notes is exact."""
+    h, heads = int(row["hidden"]), int(row["heads"])
+    params = int(notes.get("num_params", float(row["params_b"]) * 1e9))
+    return ModelSpec(name=row["model"], layers=int(row["layers"]), hidden=h, heads=heads,
+                     kv_heads=heads, ffn=4 * h, vocab=int(row["vocab"]), gated_mlp=False,
+                     tied_embeddings=True, norm="layernorm", position_embedding="alibi",
+                     decoder_layer_class="MPTBlock", params_override=params,
+                     source="MPT yaml shape (reference/throughput.csv)")
+
+
+def llm_foundry_cases() -> list[Case]:
+    """MosaicML llm-foundry rows: FSDP1 FULL_SHARD / SHARD_GRAD_OP, one row per benchmark."""
+    cases = []
+    for row in csv.DictReader(open(REFERENCE / "throughput.csv")):
+        if "mosaicml" not in row["source"] or row["gpu"] not in GPU:
+            continue
+        notes = _notes(row["notes"])
+        n = int(row["num_gpus"])
+        mb, gb = int(row["micro_batch"]), int(row["global_batch"])
+        workload = Workload(seq_len=int(row["seq_len"]), micro_batch=mb,
+                            grad_accum=max(1, gb // (mb * n)),
+                            precision="fp8" if "fp8" in row["precision"] else "bf16",
+                            act_ckpt=row["act_ckpt"] or "none")
+        name = "fsdp-grad-op" if "SHARD_GRAD_OP" in row["strategy"] else "fsdp"
+        cases.append(Case(
+            source="llm-foundry", cluster=parse_cluster(f"{n}x{GPU[row['gpu']]}"),
+            model=_mpt(row, notes), workload=workload, strategy=get_strategy(name, 1),
+            tokens_per_s_per_gpu=float(row["tokens_per_s_per_gpu"]),
+            mfu=float(row["mfu"]) if row["mfu"] else None,
+            label=(f"{row['model']} {n}x{row['gpu']} s={row['seq_len']} mb={mb} "
+                   f"{row['act_ckpt']} {row['precision']}")))
+    return cases
+
+
+def granite_cases() -> list[Case]:
+    """HF blog 'From DeepSpeed to FSDP and Back Again': Granite-7B (Llama-2-7B shape), 4 x A100,
+    batch 8, bf16. Not stated, assumed: 80 GB A100s, sequence 4096 (step 10.4 s x 3158.7 tok/s
+    = 32,850 tokens = 8 x 4096 per GPU), batch 8 per GPU, no accumulation, full checkpointing
+    (8 x 4096 tokens of a 7B model do not fit in 80 GB without it)."""
+    cluster = parse_cluster("4xA100-80GB")
+    workload = Workload(seq_len=4096, micro_batch=8, act_ckpt="full")
+    model = preset("granite-7b")
+    return [
+        Case("hf-blog", "Granite-7B 4xA100 FSDP (FSDP1)", cluster, model, workload,
+             get_strategy("fsdp", 1), 3158.7, 0.41, "assumed s=4096, mb=8, full ckpt"),
+        Case("hf-blog", "Granite-7B 4xA100 DeepSpeed ZeRO-3", cluster, model, workload,
+             get_strategy("zero3"), 3094.5, 0.40, "assumed s=4096, mb=8, full ckpt"),
+    ]

@@ -1,0 +1,131 @@
+"""How fast `advisor recommend` answers, against the targets, and that it stays light.
+
+    python benchmarks/speed.py [--runs N]
+
+Prints, each next to its target:
+- in-process time of a full recommendation (request -> validated -> resolved -> searched, as
+  `advisor/cli.py` does it), warm-up once, then the median of N runs, in ms (<= 50 ms);
+- wall time of a cold `advisor recommend --params 13e9 --gpus 8xA100 --json`, median of 5 (<= 0.5 s);
+- whether that command imports torch, deepspeed or fastapi (it must not).
+Exits 1 when a figure misses its target or a heavy module is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from advisor.inputs import (
+    RecommendRequest,
+    base_workload,
+    resolve_cluster,
+    resolve_model,
+    search_space,
+    validate_request,
+)
+from advisor.priors import default_priors
+from advisor.results import Recommendation
+from advisor.search import recommend
+
+SEARCH_TARGET_MS = 50.0
+COLD_CLI_TARGET_S = 0.5
+COLD_RUNS = 5
+HEAVY = ("torch", "deepspeed", "fastapi")
+CASES = {
+    "--params 13e9 --gpus 8xA100": {"params": "13e9", "gpus": "8xA100"},
+    "--model llama-3-70b --gpus 64xH100": {"model": "llama-3-70b", "gpus": "64xH100"},
+}
+CLI_ARGS = ["recommend", "--params", "13e9", "--gpus", "8xA100", "--json"]
+IMPORT_CHECK = f"""
+import contextlib, io, json, sys
+from advisor.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    rc = main({CLI_ARGS!r})
+print(json.dumps({{"rc": rc, "heavy": sorted(m for m in sys.modules
+                                             if m.split(".")[0] in {HEAVY!r})}}))
+"""
+
+
+def recommend_once(data: dict) -> Recommendation:
+    """One recommendation from raw request fields, the way `advisor recommend` builds it."""
+    req = validate_request(RecommendRequest, data)
+    cluster, model = resolve_cluster(req), resolve_model(req)
+    space = search_space(req, base_workload(req, cluster, model))
+    return recommend(space, cluster, model, default_priors())
+
+
+def time_search(data: dict, runs: int) -> tuple[float, Recommendation]:
+    """Median wall time of `recommend_once` in seconds, after one warm-up run."""
+    result = recommend_once(data)
+    times_s = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        recommend_once(data)
+        times_s.append(time.perf_counter() - start)
+    return statistics.median(times_s), result
+
+
+def advisor_command() -> list[str]:
+    """The installed `advisor` script next to this interpreter, else `python -m advisor.cli`."""
+    script = Path(sys.executable).parent / "advisor"
+    found = str(script) if script.exists() else shutil.which("advisor")
+    return [found] if found else [sys.executable, "-m", "advisor.cli"]
+
+
+def time_cold_cli(runs: int) -> float:
+    """Median wall time of a fresh `advisor recommend ... --json` process, in seconds."""
+    times_s = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        proc = subprocess.run([*advisor_command(), *CLI_ARGS], capture_output=True, text=True)
+        times_s.append(time.perf_counter() - start)
+        if proc.returncode != 0:
+            raise SystemExit(f"advisor {' '.join(CLI_ARGS)} failed:\n{proc.stderr}")
+    return statistics.median(times_s)
+
+
+def heavy_imports() -> list[str]:
+    """Heavy modules in sys.modules after running the CLI's recommend in a fresh interpreter."""
+    proc = subprocess.run([sys.executable, "-c", IMPORT_CHECK], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"import check failed:\n{proc.stderr}")
+    return json.loads(proc.stdout)["heavy"]
+
+
+def verdict(ok: bool) -> str:
+    return "ok" if ok else "OVER TARGET"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20, help="timed runs per search (default 20)")
+    args = parser.parse_args()
+    print("reproduce: python benchmarks/speed.py")
+    print(f"python {sys.version.split()[0]}, {args.runs} runs per search after 1 warm-up, median")
+    ok = True
+    for label, data in CASES.items():
+        median_s, result = time_search(data, args.runs)
+        median_ms = median_s * 1e3
+        ok &= median_ms <= SEARCH_TARGET_MS
+        print(f"search  recommend {label}: {median_ms:7.1f} ms  (target <= {SEARCH_TARGET_MS:g} ms, "
+              f"{verdict(median_ms <= SEARCH_TARGET_MS)}; {result.candidates_evaluated} candidates, "
+              f"chosen {result.chosen})")
+    cold_s = time_cold_cli(COLD_RUNS)
+    ok &= cold_s <= COLD_CLI_TARGET_S
+    print(f"cold    advisor {' '.join(CLI_ARGS)}: {cold_s:5.3f} s  (median of {COLD_RUNS}, "
+          f"target <= {COLD_CLI_TARGET_S:g} s, {verdict(cold_s <= COLD_CLI_TARGET_S)})")
+    heavy = heavy_imports()
+    ok &= not heavy
+    print(f"imports advisor.cli + recommend: {', '.join(HEAVY)} "
+          + ("not imported (ok)" if not heavy else f"IMPORTED: {', '.join(heavy)}"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
