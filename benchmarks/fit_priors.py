@@ -178,8 +178,10 @@ def main() -> None:
         print(f"  {arch:7s} efficiency at hidden {[int(k) for k in KNOTS]}: "
               f"{[round(y, 3) for y in fitted.gemm_efficiency[arch].y]}")
     print(f"in-sample                  {summary(errors(cases, fitted))}")
-    print(f"CV leave one model size out {summary(cross_validate(cases, base, attention, lambda c: c.model.name))}")
-    print(f"CV leave one GPU type out  {summary(cross_validate(cases, base, attention, lambda c: c.gpu))}"
+    by_size = cross_validate(cases, base, attention, lambda c: c.model.name)
+    by_gpu = cross_validate(cases, base, attention, lambda c: c.gpu)
+    print(f"CV leave one model size out {summary(by_size)}")
+    print(f"CV leave one GPU type out  {summary(by_gpu)}"
           "   (H100 held out has no same-arch training rows: the hand prior stays)")
     if args.write:
         write(fitted, len(cases))

@@ -18,7 +18,9 @@ from advisor.strategies import get_strategy
 from advisor.strategies.base import Context, Strategy
 from advisor.workload import Workload
 
-REFERENCE = Path(os.environ.get("ADVISOR_REFERENCE", Path(__file__).parents[1].parent / "shared" / "reference"))
+# ../shared/reference beside the checkout (CI lays shared/ beside its clone too).
+REFERENCE = Path(os.environ.get("ADVISOR_REFERENCE",
+                                Path(__file__).resolve().parents[2] / "shared" / "reference"))
 GPU = {"A100-80GB": "A100-80GB", "A100-40GB": "A100-40GB", "H100-80GB-SXM": "H100-80GB"}
 
 
@@ -65,7 +67,9 @@ def _mpt(row: dict, notes: dict) -> ModelSpec:
 def llm_foundry_cases() -> list[Case]:
     """MosaicML llm-foundry rows: FSDP1 FULL_SHARD / SHARD_GRAD_OP, one row per benchmark."""
     cases = []
-    for row in csv.DictReader(open(REFERENCE / "throughput.csv")):
+    with open(REFERENCE / "throughput.csv") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
         if "mosaicml" not in row["source"] or row["gpu"] not in GPU:
             continue
         notes = _notes(row["notes"])

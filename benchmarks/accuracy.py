@@ -1,0 +1,95 @@
+"""How far the advisor's throughput predictions are from published measurements.
+
+    python benchmarks/accuracy.py
+
+Runs the model, with the shipped priors and no per-row tuning, over every row of
+../shared/reference/throughput.csv it can express, and prints the error distribution of
+tokens/s/GPU and MFU (median, p90, max |%|) overall, by GPU and by model size; the
+cross-validated error of the fit (benchmarks/fit_priors.py); the Granite-7B FSDP vs ZeRO-3
+head-to-head; and how often the measured value falls inside the low/high range.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from datetime import date
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+
+from advisor.estimate import estimate  # noqa: E402
+from advisor.priors import default_priors  # noqa: E402
+from benchmarks.fit_priors import best_attention, cross_validate, summary  # noqa: E402
+from benchmarks.reference import Case, granite_cases, llm_foundry_cases  # noqa: E402
+
+
+def evaluate(cases: list[Case], priors) -> list[dict]:
+    out = []
+    for c in cases:
+        e = estimate(c.cluster, c.model, c.workload, c.strategy, priors)
+        tokens = e.throughput.tokens_per_step / c.cluster.num_gpus
+        out.append({
+            "case": c,
+            "tps_err": e.throughput.tokens_per_s_per_gpu / c.tokens_per_s_per_gpu - 1,
+            "mfu_err": (e.throughput.mfu / c.mfu - 1) if c.mfu else None,
+            "inside": tokens / e.time.high_s <= c.tokens_per_s_per_gpu <= tokens / e.time.low_s,
+            "estimate": e,
+        })
+    return out
+
+
+def grouped(results: list[dict], key) -> None:
+    groups = defaultdict(list)
+    for r in results:
+        groups[key(r["case"])].append(r["tps_err"])
+    for name, errs in sorted(groups.items(), key=lambda kv: kv[0]):
+        print(f"  {name:22s} {summary(errs)}")
+
+
+def main() -> None:
+    priors = default_priors()
+    print(f"# advisor accuracy report, {date.today()}: python benchmarks/accuracy.py")
+    print(f"priors: {priors.source}\n")
+    cases = llm_foundry_cases()
+    results = evaluate(cases, priors)
+    print(f"MosaicML llm-foundry (FSDP1, MPT 125M-70B, {len(cases)} rows)")
+    print(f"  tokens/s/GPU           {summary([r['tps_err'] for r in results])}")
+    print(f"  MFU                    {summary([r['mfu_err'] for r in results if r['mfu_err'] is not None])}")
+    print("by GPU:")
+    grouped(results, lambda c: c.gpu + (" fp8" if c.workload.precision == "fp8" else ""))
+    print("by model size:")
+    grouped(results, lambda c: c.model.name)
+    inside = sum(r["inside"] for r in results)
+    print(f"measured inside the predicted low-high range: {inside}/{len(results)} "
+          f"({100 * inside / len(results):.0f}%)\n")
+
+    base = default_priors(fitted=False)
+    attention = best_attention(cases, base)
+    print("cross-validation of the fit (fit on the rest, error on the held-out rows):")
+    by_size = cross_validate(cases, base, attention, lambda c: c.model.name)
+    by_gpu = cross_validate(cases, base, attention, lambda c: c.gpu)
+    print(f"  leave one model size out {summary(by_size)}")
+    print(f"  leave one GPU type out   {summary(by_gpu)}\n")
+
+    print("Granite-7B on 4 x A100, batch 8, bf16 (HF blog 'From DeepSpeed to FSDP and Back Again')")
+    head = evaluate(granite_cases(), priors)
+    for r in head:
+        c, e = r["case"], r["estimate"]
+        print(f"  {c.label:36s} measured {c.tokens_per_s_per_gpu:7.1f}  predicted "
+              f"{e.throughput.tokens_per_s_per_gpu:7.1f} tok/s/GPU ({100 * r['tps_err']:+.1f}%), "
+              f"MFU {e.throughput.mfu:.2f} vs {c.mfu:.2f}; fits: {e.fits}")
+    measured_order = [r["case"].label for r in sorted(head, key=lambda r: -r["case"].tokens_per_s_per_gpu)]
+    predicted_order = [r["case"].label for r in sorted(
+        head, key=lambda r: -r["estimate"].throughput.tokens_per_s_per_gpu)]
+    gap = (head[0]["estimate"].throughput.tokens_per_s_per_gpu
+           / head[1]["estimate"].throughput.tokens_per_s_per_gpu - 1)
+    print(f"  same ranking as measured (FSDP {100 * (3158.7 / 3094.5 - 1):.1f}% faster): "
+          f"{measured_order == predicted_order} (predicted FSDP vs ZeRO-3: {100 * gap:+.1f}%)")
+    print(f"  assumptions: {granite_cases()[0].note}")
+    everything = [r["tps_err"] for r in results + head]
+    print(f"  all {len(everything)} expressible rows (llm-foundry + Granite): {summary(everything)}")
+
+
+if __name__ == "__main__":
+    main()
