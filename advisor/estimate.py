@@ -44,13 +44,11 @@ def model_info(model: ModelSpec) -> ModelInfo:
 
 def settings(ctx: Context, strategy: Strategy) -> Settings:
     w = ctx.workload
-    offload = getattr(strategy, "offload_optimizer", None) or (
-        "cpu" if getattr(strategy, "cpu_offload", False) else "none")
     return Settings(micro_batch=w.micro_batch, grad_accum=w.grad_accum,
                     global_batch_tokens=w.tokens_per_step(ctx.world), seq_len=w.seq_len,
                     act_ckpt=w.act_ckpt, precision=w.precision, optimizer=w.optimizer,
                     flash_attention=w.flash_attention, compile=w.compile,
-                    fsdp_version=getattr(strategy, "fsdp_version", None), offload=offload)
+                    fsdp_version=strategy.fsdp_version, offload=strategy.offload)
 
 
 def _communication(ctx: Context, strategy: Strategy, comm_total_s: float) -> Communication:

@@ -9,10 +9,10 @@ from typing import Annotated, Any, Literal
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from advisor.errors import InvalidInput
+from advisor.errors import Infeasible, InvalidInput
 from advisor.hardware import Cluster, ClusterOverrides, parse_cluster
 from advisor.model import MAX_PARAMS, ModelSpec, infer_from_params, preset
-from advisor.search import MICRO_BATCH_LADDER, SearchSpace
+from advisor.search import MICRO_BATCH_LADDER, SearchSpace, check_global_batch, grad_accum_for
 from advisor.strategies import STRATEGY_NAMES
 from advisor.units import parse_count
 from advisor.workload import (
@@ -179,9 +179,6 @@ def resolve_estimate(req: EstimateRequest) -> tuple[Cluster, ModelSpec, Workload
 
 
 def _grad_accum(space: SearchSpace, micro_batch: int, world: int) -> int:
-    from advisor.errors import Infeasible
-    from advisor.search import check_global_batch, grad_accum_for
-
     check_global_batch(space, world)
     try:
         return grad_accum_for(space, micro_batch, world)

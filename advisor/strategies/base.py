@@ -115,6 +115,16 @@ class Strategy(Protocol):
     @property
     def engine(self) -> Engine: ...
 
+    @property
+    def offload(self) -> Literal["none", "cpu", "nvme"]:
+        """Where the optimizer state (and, for ZeRO-3 / FSDP, the params) live off the GPU."""
+        ...
+
+    @property
+    def fsdp_version(self) -> int | None:
+        """1 or 2 for FSDP strategies, None otherwise."""
+        ...
+
     def check(self, ctx: Context) -> None:
         """Raise `Infeasible` when the strategy cannot run on this cluster at all."""
 

@@ -23,6 +23,9 @@ class DDP:
     family: ClassVar[str] = "ddp"
     description: ClassVar[str] = "PyTorch DDP: full replica per GPU, gradient all-reduce"
 
+    offload: ClassVar[str] = "none"
+    fsdp_version: ClassVar[None] = None
+
     @property
     def engine(self) -> Engine:
         return "ddp"

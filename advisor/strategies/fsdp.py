@@ -43,6 +43,10 @@ class _FSDP:
     def engine(self) -> Engine:
         return "fsdp2" if self.fsdp_version == 2 else "fsdp1"
 
+    @property
+    def offload(self) -> str:
+        return "cpu" if self.cpu_offload else "none"
+
     def check(self, ctx: Context) -> None:
         return None
 

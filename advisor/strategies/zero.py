@@ -67,10 +67,15 @@ class _Zero:
     stage: ClassVar[int]
     offload_optimizer: ClassVar[str | None] = None
     offload_params: ClassVar[str | None] = None
+    fsdp_version: ClassVar[None] = None
 
     @property
     def engine(self) -> Engine:
         return "deepspeed"
+
+    @property
+    def offload(self) -> str:
+        return self.offload_optimizer or "none"
 
     def check(self, ctx: Context) -> None:
         if self.offload_optimizer and ctx.workload.optimizer == "adam8bit":
