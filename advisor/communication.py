@@ -8,7 +8,9 @@ Two tiers. A group inside one node uses the GPU's intra-node link. A group spann
 run hierarchically (NCCL rings over NVLink inside a node, one rail per GPU across nodes): the
 bytes that cross nodes per node are what a ring over k nodes moves, 2(k-1)/k * S for all-reduce
 and (k-1)/k * S for all-gather / reduce-scatter, spread over the node's G NICs; the rest stays
-inside the node. Time is the slower tier at its size-dependent efficiency, plus a latency per call.
+inside the node. Time (alpha-beta, Hockney 1994): the slower tier at its achieved fraction of
+the link, plus a latency per call (per bucket / FSDP unit); groups spanning nodes pay the
+hierarchical algorithm's larger latency.
 """
 
 from __future__ import annotations
@@ -80,11 +82,10 @@ def collective_time_s(c: Collective, cluster: Cluster, priors: Priors) -> float:
     tiers = bytes_per_gpu(c.op, c.span, c.buffer_bytes, cluster)
     if tiers.intra_node == 0 and tiers.inter_node == 0:
         return 0.0
-    per_node, _ = group_shape(c.span, cluster)
-    intra_bw = cluster.intra_node_bytes_per_s * priors.collective_efficiency["intra"](c.bucket_bytes)
+    p = priors.collective
+    intra_bw = cluster.intra_node_bytes_per_s * p.intra_efficiency
     # Each GPU of the node drives its own share of the node's NICs.
-    inter_bw = (cluster.inter_node_bytes_per_s / cluster.gpus_per_node
-                * priors.collective_efficiency["inter"](c.bucket_bytes / per_node))
+    inter_bw = cluster.inter_node_bytes_per_s / cluster.gpus_per_node * p.inter_efficiency
+    latency = p.inter_latency_s if tiers.inter_node else p.intra_latency_s
     calls = max(1.0, c.buffer_bytes / c.bucket_bytes)
-    return (max(tiers.intra_node / intra_bw, tiers.inter_node / inter_bw)
-            + calls * priors.collective_latency_s)
+    return max(tiers.intra_node / intra_bw, tiers.inter_node / inter_bw) + calls * latency

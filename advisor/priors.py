@@ -42,6 +42,17 @@ class Curve(_Strict):
         return self.y[-1]
 
 
+class CollectivePriors(_Strict):
+    """Alpha-beta collective model per tier (see communication.py)."""
+
+    intra_latency_s: float = Field(ge=0)
+    inter_latency_s: float = Field(ge=0)
+    intra_efficiency: float = Field(gt=0, le=1.2)
+    """Achieved fraction of the per-direction NVLink/PCIe bandwidth (NVLS can exceed ring's 1)."""
+    inter_efficiency: float = Field(gt=0, le=1.2)
+    """Achieved fraction of each GPU's share of the node's network bandwidth."""
+
+
 class ComputePriors(_Strict):
     micro_batch_half_tokens: float = Field(gt=0)
     compile_speedup: float = Field(gt=0)
@@ -79,9 +90,7 @@ class Priors(_Strict):
 
     gemm_efficiency: dict[str, Curve]
     """By GPU architecture: efficiency vs hidden size."""
-    collective_efficiency: dict[str, Curve]
-    """By tier (intra, inter): bus-bandwidth efficiency vs message bytes."""
-    collective_latency_s: float = Field(ge=0)
+    collective: CollectivePriors
     overlap: dict[str, float]
     framework_overhead_s_per_module: dict[str, float]
     """By hook kind (ddp, zero12, zero3, fsdp1, fsdp2): host seconds per module per micro-batch."""
@@ -97,9 +106,7 @@ def priors_from_toml(raw: dict, source: str) -> Priors:
     return Priors(
         gemm_efficiency={arch: Curve(x=c["hidden"], y=c["efficiency"])
                          for arch, c in raw["gemm_efficiency"].items()},
-        collective_efficiency={tier: Curve(x=c["message_bytes"], y=c["efficiency"])
-                               for tier, c in raw["collective_efficiency"].items()},
-        collective_latency_s=raw["collective"]["latency_s"],
+        collective=CollectivePriors(**raw["collective"]),
         overlap=raw["overlap"],
         framework_overhead_s_per_module=raw["framework_overhead_s_per_module"],
         compute=ComputePriors(**raw["compute"]),

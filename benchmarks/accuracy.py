@@ -64,7 +64,7 @@ def main() -> None:
     print(f"measured inside the predicted low-high range: {inside}/{len(results)} "
           f"({100 * inside / len(results):.0f}%)\n")
 
-    base = default_priors(fitted=False)
+    base = default_priors(fitted=False).model_copy(update={"collective": priors.collective})
     attention = best_attention(cases, base)
     print("cross-validation of the fit (fit on the rest, error on the held-out rows):")
     by_size = cross_validate(cases, base, attention, lambda c: c.model.name)

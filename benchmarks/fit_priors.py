@@ -9,7 +9,10 @@ What is fitted (physically meaningful terms, few parameters, no per-row tuning):
   that makes the model hit the measured tokens/s/GPU, found by bisection through the whole
   step-time model, communication and overlap included);
 - the attention-kernel efficiency ratio, by grid search (it sets how long sequences cost);
-- the fp8 efficiency ratio, from the fp8 rows.
+- the fp8 efficiency ratio, from the fp8 rows;
+- the collective alpha-beta terms (latency, achieved fraction of the link) per tier, by
+  weighted least squares on time over the NCCL all-reduce sweeps of
+  ../shared/reference/comm_bandwidth.csv (B200, one node and four nodes, 1 MiB and up).
 Cross-validation: leave one model size out (every row of that MPT size held out, its curve
 value interpolated from the other sizes), and leave one GPU type out for the A100 40/80 GB
 pair (same architecture).
@@ -18,7 +21,9 @@ pair (same architecture).
 from __future__ import annotations
 
 import argparse
+import csv
 import math
+import re
 import statistics
 import sys
 from datetime import date
@@ -28,13 +33,50 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from advisor.priors import Curve, Priors, default_priors  # noqa: E402
+from advisor.hardware import gpu_catalog  # noqa: E402
+from advisor.priors import CollectivePriors, Curve, Priors, default_priors  # noqa: E402
 from advisor.timing import step_parts  # noqa: E402
-from benchmarks.reference import Case, llm_foundry_cases  # noqa: E402
+from benchmarks.reference import REFERENCE, Case, llm_foundry_cases  # noqa: E402
 
 KNOTS = [768.0, 2048.0, 4096.0, 8192.0]
 ARCHES = ("ampere", "hopper")
 FITTED = Path(__file__).parents[1] / "advisor" / "data" / "fitted_priors.toml"
+
+
+def _bytes(payload: str) -> int:
+    value, unit = re.match(r"(\d+)(KiB|MiB|GiB)", payload).groups()
+    return int(value) * {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[unit]
+
+
+def _alpha_beta(sizes: np.ndarray, seconds: np.ndarray) -> tuple[float, float]:
+    """(alpha, seconds per byte) minimising relative error of t = alpha + bytes * slope."""
+    w = 1 / seconds
+    a = np.vstack([np.ones_like(sizes), sizes]).T * w[:, None]
+    (alpha, slope), *_ = np.linalg.lstsq(a, seconds * w, rcond=None)
+    return float(alpha), float(slope)
+
+
+def fit_collectives() -> dict[str, float]:
+    """Alpha-beta per tier from the B200 all-reduce sweeps (one node: NVLink5 at 900 GB/s per
+    direction; four nodes: 8 x 50 GB/s EFA per node, the hierarchical model's NIC share)."""
+    with open(REFERENCE / "comm_bandwidth.csv") as f:
+        rows = [r for r in csv.DictReader(f)
+                if "B200" in r["hardware"] and "all_reduce_bench" in r["collective"]]
+    b200 = gpu_catalog()["B200"]
+    out = {}
+    for nodes, tier in (("1", "intra"), ("4", "inter")):
+        picked = [r for r in rows if r["nodes"] == nodes and _bytes(r["payload"]) >= 2**20]
+        sizes = np.array([float(_bytes(r["payload"])) for r in picked])
+        n, k = int(picked[0]["num_gpus"]), int(nodes)
+        seconds = 2 * (n - 1) / n * sizes / np.array([float(r["busbw_GBps"]) * 1e9 for r in picked])
+        if tier == "intra":
+            link, per_gpu_bytes = b200.intra_node_bandwidth_in_GB_per_sec * 1e9, 2 * (n - 1) / n * sizes
+        else:  # bytes each GPU sends across nodes: a ring over k nodes, shared by the node's 8 NICs
+            link, per_gpu_bytes = 8 * 50e9 / 8, 2 * (k - 1) / k * sizes / 8
+        alpha, slope = _alpha_beta(per_gpu_bytes, seconds)
+        out[f"{tier}_latency_s"] = round(alpha, 7)
+        out[f"{tier}_efficiency"] = round(1 / (slope * link), 3)
+    return out
 
 
 def predicted_tps(case: Case, priors: Priors, compute_scale: float = 1.0) -> float:
@@ -157,6 +199,10 @@ def write(priors: Priors, n_rows: int) -> None:
         c = priors.gemm_efficiency[arch]
         lines += [f"[gemm_efficiency.{arch}]", f"hidden = {[int(x) for x in c.x]}",
                   f"efficiency = {[round(y, 4) for y in c.y]}", ""]
+    c = priors.collective
+    lines += ["[collective]", f"intra_latency_s = {c.intra_latency_s}",
+              f"inter_latency_s = {c.inter_latency_s}", f"intra_efficiency = {c.intra_efficiency}",
+              f"inter_efficiency = {c.inter_efficiency}", ""]
     lines += ["[compute]",
               f"attention_efficiency_ratio = {priors.compute.attention_efficiency_ratio}",
               f"fp8_efficiency_ratio = {round(priors.compute.fp8_efficiency_ratio, 4)}", ""]
@@ -168,7 +214,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="write advisor/data/fitted_priors.toml")
     args = parser.parse_args()
+    collectives = fit_collectives()
+    print(f"collectives (alpha-beta, B200 NCCL sweeps): {collectives}")
     base = default_priors(fitted=False)
+    base = base.model_copy(update={"collective": CollectivePriors(**collectives)})
     cases = llm_foundry_cases()
     print(f"{len(cases)} llm-foundry rows; priors before fitting: {summary(errors(cases, base))}")
     attention = best_attention(cases, base)

@@ -80,17 +80,17 @@ def test_collective_time_uses_the_slower_tier():
     c = Collective("all_reduce", "backward", "cluster", 1e9, 1e9, False, "x")
     one, two = parse_cluster("8xA100"), parse_cluster("2x8xA100")
     t1 = collective_time_s(c, one, priors)
-    eff = priors.collective_efficiency["intra"](1e9)
+    p = priors.collective
     # 1.75e9 bytes at 300 GB/s x efficiency + one call's latency
-    assert t1 == pytest.approx(1.75e9 / (300e9 * eff) + priors.collective_latency_s)
+    assert t1 == pytest.approx(1.75e9 / (300e9 * p.intra_efficiency) + p.intra_latency_s)
     # With 8 x 200 Gbit/s per node, a hierarchical all-reduce sends only 1/8 of S per GPU across
     # nodes: NVLink stays the bottleneck (as in the B200 4-node busbw of reference/comm_bandwidth).
-    assert collective_time_s(c, two, priors) >= t1
+    assert collective_time_s(c, two, priors) == pytest.approx(
+        1.75e9 / (300e9 * p.intra_efficiency) + p.inter_latency_s)
     # On a 100 Gbit/s Ethernet node the network is the bottleneck: 1e9/8 B at 12.5 GB/s x eff.
     slow = parse_cluster("2x8xA100", ClusterOverrides(inter_node_gbps=100))
-    inter_eff = priors.collective_efficiency["inter"](1e9 / 8)
     assert collective_time_s(c, slow, priors) == pytest.approx(
-        1e9 / 8 / (12.5e9 / 8 * inter_eff) + priors.collective_latency_s)
+        1e9 / 8 / (12.5e9 / 8 * p.inter_efficiency) + p.inter_latency_s)
 
 
 def test_optimizer_step_bytes():
