@@ -2,19 +2,25 @@
 
 Derived per architecture, in the manner of Korthikanti et al. 2022 ("Reducing Activation
 Recomputation in Large Transformer Models", section 4.1), whose GPT layer gives
-s*b*h*(34 + 5*a*s/h) bytes with dropout and a 4h GeLU MLP. Here each saved tensor of a
-Hugging Face decoder layer is counted (bf16, 2 bytes per element), with no dropout:
+s*b*h*(34 + 5*a*s/h) bytes with dropout and a 4h GeLU MLP. Here each saved tensor of a Hugging
+Face decoder layer is counted, with no dropout; e is the bytes of a matmul output (2 in bf16 /
+fp16 / fp8 and under autocast, 4 in fp32), r the bytes of the residual stream (the module's
+dtype: 4 for an fp32 module under autocast, as DDP runs, else e):
 
-    attention block: norm tensors, q (h), k and v (kv_dim each), attention output (h)
-    MLP, gated:      gate out, silu(gate), up out, product (ffn each) = 4 x ffn
-    MLP, plain:      fc1 out, activation out (ffn each) = 2 x ffn
-    norms:           eager HF RMSNorm keeps its fp32 input upcast (4 B) and the normalized
-                     bf16 tensor (2 B) plus its output; LayerNorm and fused/compiled norms keep
-                     the input (2 B) and the output (2 B)
-    eager attention: softmax in fp32 (4 B) plus its bf16 copy (2 B): 6 * a * s^2 per sample
+    attention:       q (h), k and v (kv_dim each), attention output (h): e each
+    MLP, gated:      gate out, silu(gate), up out, product (ffn each): 4 e ffn
+    MLP, plain:      fc1 out, activation out: 2 e ffn
+    eager RMSNorm:   fp32 input (4 B) + normalized tensor (r) + output (r), shared by its
+                     consumers: 4 + 2r. Under autocast with an fp32 module the normalized and
+                     output tensors stay fp32 and each consuming matmul saves its own bf16 cast
+                     (autocast caches weight casts, not activation casts): 8 + 2 x consumers
+    fused norm / LayerNorm (and --compile): input (r) + output (r), or 4 + 2 x consumers
+    eager attention: fp32 softmax (4 B) and its copy (e, none in fp32): (4 + e) * a * s^2
 
-`selective` keeps matmul inputs and attention q/k/v/out, recomputing norms and pointwise ops;
-`full` keeps only each layer's input (2*s*b*h) and recomputes one layer during backward.
+Checked byte for byte against transformers' LlamaForCausalLM (sdpa) and real DDP / FSDP2 /
+DeepSpeed runs on CPU (tests/test_real_runs.py), and against FSDPMemTracker
+(tests/test_fsdp2_oracle.py). `selective` keeps matmul inputs and attention q/k/v/out,
+recomputing norms and pointwise ops; `full` keeps each layer's input and recomputes one layer.
 """
 
 from __future__ import annotations
@@ -22,58 +28,74 @@ from __future__ import annotations
 from advisor.model import ModelSpec
 from advisor.workload import Workload
 
-BF16 = 2  # bytes per saved activation element
+
+def element_bytes(workload: Workload) -> int:
+    """e: bytes of a saved matmul output."""
+    return 4 if workload.precision == "fp32" else 2
 
 
-def _norm_elem_bytes(model: ModelSpec, workload: Workload) -> int:
-    """Bytes per element a norm keeps for backward, besides its output (see module doc)."""
+def _norm_bytes(model: ModelSpec, workload: Workload, residual: int, consumers: int) -> int:
+    """Bytes per hidden element one norm keeps (input side and output) for `consumers`."""
+    e = element_bytes(workload)
+    autocast = residual > e
     if model.norm == "rmsnorm" and not workload.compile:
-        return 4 + 2  # fp32 upcast of the input, normalized bf16 tensor before the weight
-    return 2
+        return 8 + 2 * consumers if autocast else 4 + 2 * residual
+    return residual + (2 * consumers if autocast else residual)
 
 
-def layer_bytes(model: ModelSpec, workload: Workload) -> float:
+def _norm_output_bytes(workload: Workload, residual: int, consumers: int) -> int:
+    """What the matmuls after a norm keep of its output (selective recomputation)."""
+    return 2 * consumers if residual > element_bytes(workload) else residual
+
+
+def _consumers(model: ModelSpec) -> tuple[int, ...]:
+    """Matmuls reading each norm's output: q, k, v; gate and up (or fc1); one norm if parallel."""
+    mlp = 2 if model.gated_mlp else 1
+    return (3 + mlp,) if model.parallel_block else (3, mlp)
+
+
+def layer_bytes(model: ModelSpec, workload: Workload, residual: int) -> float:
     """Bytes one decoder layer keeps for backward with no checkpointing, per micro-batch."""
-    s, b, h = workload.seq_len, workload.micro_batch, model.hidden
-    norms = 1 if model.parallel_block else 2
-    norm_elems = norms * (_norm_elem_bytes(model, workload) + BF16) * h  # input side + output
-    attention = BF16 * (h + 2 * model.kv_dim + h)  # q, k, v, attention output
-    mlp = BF16 * (4 if model.gated_mlp else 2) * model.ffn
-    per_token = norm_elems + attention + mlp
-    scores = 0.0 if workload.flash_attention else 6.0 * model.heads * s * s * b
-    return s * b * per_token + scores
+    s, b, h, e = workload.seq_len, workload.micro_batch, model.hidden, element_bytes(workload)
+    norms = sum(_norm_bytes(model, workload, residual, c) for c in _consumers(model)) * h
+    attention = e * (h + 2 * model.kv_dim + h)
+    mlp = e * (4 if model.gated_mlp else 2) * model.ffn
+    scores = 0.0 if workload.flash_attention else (4 + (e if e < 4 else 0)) * model.heads * s * s * b
+    return s * b * (norms + attention + mlp) + scores
 
 
-def selective_layer_bytes(model: ModelSpec, workload: Workload) -> float:
-    """Bytes one layer keeps with selective recomputation: the layer input, each norm's output
-    (matmul inputs), q, k, v, attention output and the MLP matmul outputs feeding the
-    pointwise op (2 x ffn gated, 1 x ffn plain)."""
-    s, b, h = workload.seq_len, workload.micro_batch, model.hidden
-    norms = 1 if model.parallel_block else 2
-    kept = h + norms * h + (h + 2 * model.kv_dim + h) + (2 if model.gated_mlp else 1) * model.ffn
-    return BF16 * s * b * kept
+def selective_layer_bytes(model: ModelSpec, workload: Workload, residual: int) -> float:
+    """Bytes one layer keeps with selective recomputation: the layer input, what the matmuls
+    keep of each norm's output, q, k, v, attention output, and the MLP matmul outputs feeding
+    the pointwise op (2 x ffn gated, 1 x ffn plain)."""
+    s, b, h, e = workload.seq_len, workload.micro_batch, model.hidden, element_bytes(workload)
+    norm_outputs = sum(_norm_output_bytes(workload, residual, c) for c in _consumers(model)) * h
+    kept = (residual * h + norm_outputs + e * (2 * h + 2 * model.kv_dim)
+            + e * (2 if model.gated_mlp else 1) * model.ffn)
+    return s * b * kept
 
 
-def checkpoint_input_bytes(model: ModelSpec, workload: Workload) -> float:
-    """The layer input a full checkpoint keeps: s * b * h in bf16."""
-    return BF16 * workload.seq_len * workload.micro_batch * model.hidden
+def checkpoint_input_bytes(model: ModelSpec, workload: Workload, residual: int) -> float:
+    """The layer input a full checkpoint keeps: s * b * h in the residual dtype."""
+    return residual * workload.seq_len * workload.micro_batch * model.hidden
 
 
-def stack_bytes(model: ModelSpec, workload: Workload) -> float:
+def stack_bytes(model: ModelSpec, workload: Workload, residual: int) -> float:
     """Activations of all layers alive at the end of the forward pass, plus the recompute
     working set of one layer during backward for `full` checkpointing."""
     if workload.act_ckpt == "full":
-        return model.layers * checkpoint_input_bytes(model, workload) + layer_bytes(model, workload)
+        return (model.layers * checkpoint_input_bytes(model, workload, residual)
+                + layer_bytes(model, workload, residual))
     if workload.act_ckpt == "selective":
-        return model.layers * selective_layer_bytes(model, workload)
-    return model.layers * layer_bytes(model, workload)
+        return model.layers * selective_layer_bytes(model, workload, residual)
+    return model.layers * layer_bytes(model, workload, residual)
 
 
-def logits_bytes(model: ModelSpec, workload: Workload) -> float:
-    """Output head and loss: bf16 logits (2 B), their fp32 upcast for the loss (4 B) and the
-    fp32 log-softmax output kept for backward (4 B): 10 * s * b * V bytes at the loss, the
-    peak of the forward pass for large vocabularies (HF `ForCausalLMLoss`). Plus the final
-    norm's saved input and output."""
+def logits_bytes(model: ModelSpec, workload: Workload, residual: int) -> float:
+    """Output head and loss at the start of backward, the peak for large vocabularies (HF
+    `ForCausalLMLoss`: logits.float() then cross-entropy): the saved fp32 log-softmax (4 B) and
+    the two fp32 gradients backward makes from it (4 + 4 B): 12 * s * b * V. (In forward, bf16
+    logits + fp32 upcast + log-softmax are 10 B, less.) Plus the final norm's saved tensors."""
     s, b = workload.seq_len, workload.micro_batch
-    final_norm = (_norm_elem_bytes(model, workload) + BF16) * s * b * model.hidden
-    return 10.0 * s * b * model.vocab + final_norm
+    final_norm = _norm_bytes(model, workload, residual, consumers=1) * s * b * model.hidden
+    return 12.0 * s * b * model.vocab + final_norm

@@ -1,11 +1,13 @@
-"""Per-GPU memory: assembles the strategy's model states and buffers with activations, logits
-and the framework overhead priors, and checks the plan against device, host and NVMe capacity.
+"""Per-GPU memory: the strategy's model states and buffers with activations, logits and the
+framework overhead priors, at the peak of a step; and the check against device, host and NVMe.
 
-    total = params + grads + optimizer + activations + logits + buffers + overhead
-    overhead = CUDA context + NCCL buffers per tier + fragmentation(engine) * (everything else)
-
-All components are summed at their peak (conservative: gradients are taken as fully resident
-while the activations are, which holds with gradient accumulation and is an upper bound without).
+Two moments compete for the peak (PyTorch frees what autograd no longer needs, and zero_grad()
+sets gradients to None):
+    backward start = params + optimizer + grads held then + all buffers + activations + logits
+    optimizer step = params + optimizer + grads at the step + persistent buffers
+    peak = max of the two; overhead = CUDA context + NCCL buffers per tier
+                                      + fragmentation(engine) * peak
+The breakdown reported is the one of the peak moment.
 """
 
 from __future__ import annotations
@@ -23,22 +25,33 @@ _LABELS = {"params": "params", "grads": "gradients", "optimizer": "optimizer sta
 def memory_breakdown(ctx: Context, strategy: Strategy) -> Memory:
     states = strategy.model_states(ctx)
     buffers = strategy.buffers(ctx)
-    acts = activations.stack_bytes(ctx.model, ctx.workload)
-    logits = activations.logits_bytes(ctx.model, ctx.workload)
-    subtotal = states.gpu_total + acts + logits + buffers.total
+    residual = strategy.residual_bytes(ctx)
+    acts = activations.stack_bytes(ctx.model, ctx.workload, residual)
+    logits = activations.logits_bytes(ctx.model, ctx.workload, residual)
+    backward = (states.params + states.optimizer + states.grads_at_backward_start
+                + buffers.total + acts + logits)
+    step = states.params + states.optimizer + states.grads + buffers.step_total
+    at_step = step > backward
     oh = ctx.priors.overhead
     tiers = 2 if ctx.cluster.nodes > 1 else 1
     overhead = (oh.cuda_context_bytes + oh.nccl_bytes_per_tier * tiers
-                + oh.fragmentation(strategy.engine) * subtotal)
+                + oh.fragmentation(strategy.engine) * max(step, backward))
     per_gpu = MemoryPerGPU(
-        params=states.params, grads=states.grads,
-        optimizer=states.optimizer, activations=acts, logits=logits,
-        buffers=buffers.total, overhead=overhead, total=subtotal + overhead,
+        params=states.params,
+        grads=states.grads if at_step else states.grads_at_backward_start,
+        optimizer=states.optimizer,
+        activations=0.0 if at_step else acts,
+        logits=0.0 if at_step else logits,
+        buffers=buffers.step_total if at_step else buffers.total,
+        overhead=overhead, total=max(step, backward) + overhead,
     )
     capacity = ctx.cluster.gpu_memory_bytes
     g = ctx.cluster.gpus_per_node
     return Memory(
         per_gpu_bytes=per_gpu,
+        peak_phase="optimizer_step" if at_step else "backward_start",
+        backward_start_bytes=backward + overhead,
+        optimizer_step_bytes=step + overhead,
         capacity_bytes=capacity,
         usable_bytes=capacity * (1 - oh.memory_safety_fraction),
         buffers_detail=dict(buffers.items),

@@ -140,14 +140,18 @@ class ModelSpec(BaseModel):
         """
         return 6.0 * self.params + 12.0 * self.layers * self.hidden * seq_len
 
+    @property
+    def matmul_params(self) -> int:
+        """Weights (and biases) that take part in a matmul: all but the token-embedding lookup,
+        learned positions and norms; a tied embedding counts once, as the output head."""
+        norms = (self.layers * (1 if self.parallel_block else 2) + 1) * self.norm_params
+        tied_head = self.vocab * self.hidden if self.tied_embeddings else 0
+        return self.params - self.embedding_params - norms + tied_head
+
     def dense_flops_per_token(self) -> float:
-        """Forward + backward FLOPs per token of the weight matmuls: 6 per weight that takes
-        part in a matmul (the token-embedding lookup is not one; a tied embedding is used once,
-        as the output head)."""
-        matmul_params = self.params - self.embedding_params
-        if self.tied_embeddings:
-            matmul_params += self.vocab * self.hidden
-        return 6.0 * matmul_params
+        """Forward + backward FLOPs per token of the weight matmuls: 6 per matmul weight
+        (2 forward, 4 backward; Kaplan et al. 2020)."""
+        return 6.0 * self.matmul_params
 
     def attention_flops_per_token(self, seq_len: int) -> float:
         """Forward + backward FLOPs per token of the attention scores and values over the full

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True, slots=True)
 class MemoryPerGPU:
-    """Peak bytes on one GPU by component."""
+    """Bytes on one GPU by component at the peak moment of a step (see `Memory.peak_phase`)."""
 
     params: float
     grads: float
@@ -33,6 +33,13 @@ class MemoryPerGPU:
 @dataclass(frozen=True, slots=True)
 class Memory:
     per_gpu_bytes: MemoryPerGPU
+    peak_phase: str
+    """backward_start (activations, logits and gathered buffers) or optimizer_step (all
+    gradients and the optimizer's step copies): the moment the breakdown describes."""
+    backward_start_bytes: float
+    """Total (with overhead) when backward starts."""
+    optimizer_step_bytes: float
+    """Total (with overhead) during the optimizer step."""
     capacity_bytes: float
     """Device memory of one GPU."""
     usable_bytes: float

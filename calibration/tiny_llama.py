@@ -1,6 +1,7 @@
 """A tiny Llama in plain torch, shaped like Hugging Face's `LlamaForCausalLM`, for real CPU runs.
 
-It mirrors transformers' modeling_llama.py (v4.4x-5.x) wherever that changes what autograd keeps:
+It mirrors transformers' modeling_llama.py wherever that changes what autograd keeps (checked
+against transformers 5.18 by tests/test_real_runs.py, saved tensor for saved tensor):
 eager `LlamaRMSNorm` (fp32 upcast, normalise, cast back, times weight), q/k/v/o projections
 without bias and with grouped-query attention, rotary embeddings computed in fp32 and cast to the
 activations' dtype, `sdpa_attention_forward` (torch scaled_dot_product_attention with
@@ -9,6 +10,15 @@ and `ForCausalLMLoss` (logits upcast with `.float()`, labels shifted by padding,
 entropy). `model_spec` gives the advisor's `ModelSpec` of the same shape, so a measurement on this
 module and the advisor's prediction describe the same network. The module knows nothing of
 parallelism; the worker scripts in tests/real/ wrap it.
+
+What one layer really keeps for backward (bf16 weights; measured with calibration.measure):
+each RMSNorm its fp32 upcast (4 B), the normalised bf16 tensor (2 B) and its output, the
+matmuls' input (2 B), plus one fp32 rsqrt per token; attention q and k after RoPE, v, and the
+SDPA output (the o_proj input is the same storage: the CPU flash kernel, like the CUDA ones,
+writes (b, s, heads, d), so transpose + contiguous is free), plus an fp32 logsumexp per head
+and token; the MLP gate, silu(gate), up and their product. RoPE keeps only the shared cos/sin.
+That is advisor.activations.layer_bytes plus (8 + 4 x heads) B per token. Under autocast with
+an fp32 module the residual stream is fp32 and the norms keep more (see tests/test_real_runs.py).
 """
 
 from __future__ import annotations
@@ -60,6 +70,19 @@ def model_spec(cfg: TinyLlamaConfig, name: str = "tiny-llama") -> ModelSpec:
                      kv_heads=cfg.kv_heads, ffn=cfg.ffn, vocab=cfg.vocab, gated_mlp=True,
                      tied_embeddings=False, norm="rmsnorm", position_embedding="rope",
                      source="calibration/tiny_llama.py")
+
+
+def config_from_spec(spec: ModelSpec) -> TinyLlamaConfig:
+    """The module for an advisor shape (Llama family: gated MLP, RMSNorm, RoPE, no biases)."""
+    unsupported = [name for name, bad in (
+        ("plain MLP", not spec.gated_mlp), ("tied embeddings", spec.tied_embeddings),
+        ("LayerNorm", spec.norm != "rmsnorm"), ("parallel block", spec.parallel_block),
+        ("non-RoPE positions", spec.position_embedding != "rope"),
+        ("biases", spec.norm_bias or spec.qkv_bias or spec.out_bias or spec.mlp_bias)) if bad]
+    if unsupported:
+        raise ValueError(f"{spec.name}: TinyLlama has no {', '.join(unsupported)}")
+    return TinyLlamaConfig(vocab=spec.vocab, hidden=spec.hidden, layers=spec.layers, heads=spec.heads,
+                           kv_heads=spec.kv_heads, ffn=spec.ffn)
 
 
 class RMSNorm(nn.Module):
@@ -171,11 +194,12 @@ class TinyLlama(nn.Module):
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean loss, logits in the compute dtype), as `CausalLMOutputWithPast` holds them."""
         x = self.embed_tokens(input_ids)
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)[None, :]
-        cos, sin = self.rotary_emb(x, positions.expand(input_ids.shape[0], -1))
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)[None, :]  # (1, s)
+        cos, sin = self.rotary_emb(x, positions)
         for layer in self.layers:
             x = layer(x, cos, sin)
-        logits = self.lm_head(self.norm(x))
+        hidden = self.norm(x)  # held until the loss, as HF's BaseModelOutput holds it
+        logits = self.lm_head(hidden)
         return causal_lm_loss(logits, labels), logits
 
 

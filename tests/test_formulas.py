@@ -20,43 +20,52 @@ def test_flops_per_token_llama_2_7b():
     m = preset("llama-2-7b")
     # 6 * 6,738,415,616 + 12 * 32 layers * 4096 hidden * 4096 seq
     assert m.mfu_flops_per_token(4096) == 6 * LLAMA2_7B + 12 * 32 * 4096 * 4096 == 46_872_944_640
-    # Executed matmuls: the 32000 x 4096 input embedding is a lookup, not a matmul
-    assert m.dense_flops_per_token() == 6 * (LLAMA2_7B - 131_072_000)
+    # Executed matmuls: the 32000 x 4096 input embedding is a lookup, and the 65 RMSNorm
+    # weights (2 per layer + final) of 4096 are not matmuls
+    assert m.dense_flops_per_token() == 6 * (LLAMA2_7B - 131_072_000 - 65 * 4096)
     assert m.attention_flops_per_token(4096) == 12 * 32 * 4096 * 4096
     # tied (gpt2): the embedding is the output head, so every weight is in a matmul except the
-    # learned positions: 6 * (124,439,808 - 1024 * 768)
-    assert preset("gpt2").dense_flops_per_token() == 6 * (124_439_808 - 1024 * 768)
+    # learned positions and 25 LayerNorms (weight + bias, 2 x 768)
+    assert preset("gpt2").dense_flops_per_token() == 6 * (124_439_808 - 1024 * 768 - 25 * 1536)
 
 
 def test_activation_bytes_llama_2_7b():
     m = preset("llama-2-7b")
     w = Workload(seq_len=4096, micro_batch=1)
+    bf16 = 2  # residual stream of a bf16 module (FSDP mixed precision, DeepSpeed)
     # per token per layer, bytes: 2 RMSNorms x (4 fp32 upcast + 2 normalized + 2 output) x 4096
     # = 65,536; q,k,v,out 2 x (4096 + 2 x 4096 + 4096) = 32,768; gated MLP 2 x 4 x 11008 = 88,064
     per_token = 65_536 + 32_768 + 88_064
-    assert activations.layer_bytes(m, w) == 4096 * per_token == 763_363_328
-    assert activations.stack_bytes(m, w) == 32 * 763_363_328
+    assert activations.layer_bytes(m, w, bf16) == 4096 * per_token == 763_363_328
+    assert activations.stack_bytes(m, w, bf16) == 32 * 763_363_328
     # full checkpointing: 32 layer inputs of 2 x 4096 x 4096 bytes + one layer recomputed
     full = w.model_copy(update={"act_ckpt": "full"})
-    assert activations.stack_bytes(m, full) == 32 * 2 * 4096 * 4096 + 763_363_328
+    assert activations.stack_bytes(m, full, bf16) == 32 * 2 * 4096 * 4096 + 763_363_328
     # selective: input + 2 norm outputs + q,k,v,out + gate,up outputs, 2 bytes each
     sel = w.model_copy(update={"act_ckpt": "selective"})
     kept = 4096 + 2 * 4096 + 4 * 4096 + 2 * 11008
-    assert activations.stack_bytes(m, sel) == 32 * 2 * 4096 * kept
-    # compiled (fused) norms keep 2 B input + 2 B output instead of 6 + 2
+    assert activations.stack_bytes(m, sel, bf16) == 32 * 2 * 4096 * kept
+    # compiled (fused) norms keep 2 B input + 2 B output instead of 4 + 2 + 2
     compiled = w.model_copy(update={"compile": True})
-    assert activations.layer_bytes(m, compiled) == 4096 * (per_token - 2 * 4 * 4096)
+    assert activations.layer_bytes(m, compiled, bf16) == 4096 * (per_token - 2 * 4 * 4096)
     # no flash attention: + fp32 softmax and its bf16 copy, 6 * heads * s^2
     eager = w.model_copy(update={"flash_attention": False})
-    assert activations.layer_bytes(m, eager) == 763_363_328 + 6 * 32 * 4096**2
+    assert activations.layer_bytes(m, eager, bf16) == 763_363_328 + 6 * 32 * 4096**2
+    # DDP under autocast: the module and residual stream stay fp32; each norm keeps fp32 input
+    # and output (8 B) and a bf16 cast per consuming matmul: (8 + 2 x 3) + (8 + 2 x 2) = 26 B
+    ddp = 4096 * ((8 + 6 + 8 + 4) * 4096 + 32_768 + 88_064)
+    assert activations.layer_bytes(m, w, 4) == ddp
+    # pure fp32: every saved tensor is 4 B; norms 4 + 4 + 4
+    fp32 = Workload(seq_len=4096, precision="fp32")
+    assert activations.layer_bytes(m, fp32, 4) == 4096 * (2 * 12 * 4096 + 2 * 32_768 + 2 * 88_064)
 
 
 def test_logits_bytes():
     m = preset("llama-3-8b")
     w = Workload(seq_len=8192, micro_batch=2)
-    # 10 B per logit (bf16 + fp32 upcast + fp32 log-softmax) over 8192 x 2 x 128256, plus the
-    # final RMSNorm's (6 + 2) B x 4096 per token
-    assert activations.logits_bytes(m, w) == 10 * 8192 * 2 * 128256 + 8 * 8192 * 2 * 4096
+    # at the start of backward: fp32 log-softmax + two fp32 gradients, 12 B over
+    # 8192 x 2 x 128256, plus the final RMSNorm's (4 + 2 + 2) B x 4096 per token
+    assert activations.logits_bytes(m, w, 2) == 12 * 8192 * 2 * 128256 + 8 * 8192 * 2 * 4096
 
 
 def test_ring_bytes_one_and_two_nodes():
@@ -104,9 +113,12 @@ def test_ddp_memory_by_component():
     e = run("ddp", "8xA100", "llama-2-7b")
     m = e.memory.per_gpu_bytes
     # autocast keeps the module in fp32: 4 B params, 4 B grads, 8 B AdamW moments
-    assert (m.params, m.grads, m.optimizer) == (4 * LLAMA2_7B, 4 * LLAMA2_7B, 8 * LLAMA2_7B)
-    # DDP's fp32 gradient buckets (4 B) + autocast bf16 weight copies (2 B)
-    assert m.buffers == 6 * LLAMA2_7B
+    assert (m.params, m.optimizer) == (4 * LLAMA2_7B, 8 * LLAMA2_7B)
+    # peak at backward start: no gradients yet (zero_grad sets them to None) ...
+    assert m.grads == 0 and e.memory.peak_phase == "backward_start"
+    # ... DDP's fp32 gradient buckets (4 B) + autocast bf16 copies of the matmul weights (2 B;
+    # not the 32000 x 4096 embedding, nor the 65 norms of 4096)
+    assert m.buffers == 4 * LLAMA2_7B + 2 * (LLAMA2_7B - 131_072_000 - 65 * 4096)
     assert m.total == pytest.approx(sum(getattr(m, k) for k in (
         "params", "grads", "optimizer", "activations", "logits", "buffers", "overhead")))
 

@@ -26,11 +26,12 @@ def test_zero_paper_worked_example(strategy, paper_gb):
 
 
 def test_deepspeed_keeps_more_gradient_bytes_than_the_paper():
-    """DeepSpeed's stages 1-2 add an fp32 gradient partition (4P/N) for the optimizer step, and
-    stage 3 accumulates into an fp32 partition instead of a 16-bit one (+2P/N)."""
+    """At the optimizer step DeepSpeed flattens the 16-bit gradient partition into an fp32 copy
+    (4P/N, per sub-group for stage 3), which the paper does not count (measured on real runs in
+    tests/test_real_runs.py)."""
     ctx = context("64xA100", P_7_5B)
     shard = P_7_5B / 64
-    for name, extra in (("zero1", 4 * shard), ("zero2", 4 * shard), ("zero3", 2 * shard)):
+    for name, extra in (("zero1", 4 * shard), ("zero2", 4 * shard), ("zero3", 4 * shard)):
         s = get_strategy(name).model_states(ctx)
         assert s.gpu_total - s.paper_total == pytest.approx(extra)
 
@@ -54,8 +55,11 @@ def test_zero2_matches_deepspeed_estimator(model, gpus):
 
 @pytest.mark.parametrize(("model", "gpus"), [("llama-2-7b", "8xA100"), ("llama-3-70b", "4x8xH100")])
 def test_zero3_matches_deepspeed_estimator(model, gpus):
-    """DeepSpeed's ZeRO-3 estimate is 4 * largest_layer + 18P/N on the GPU: our model states
-    (18P/N) plus our 'gathered largest module' buffer (16-bit params + grads, 4 B/param)."""
+    """DeepSpeed's ZeRO-3 estimate is 4 * largest_layer + 18P/N on the GPU (2 params16 + 4 fp32
+    grads + 12 optimizer). Its gathered largest module is our buffer of that name. We count
+    2P/N more: the persistent gradient partition in the bf16 grad-accumulation dtype, besides
+    the fp32 copy step() makes, measured on real DeepSpeed runs (tests/test_real_runs.py);
+    the fp32 copy is per sub-group, so it is capped at 4 B x sub_group_size (1e9)."""
     ctx = context(gpus, model)
     nodes, per_node = ctx.cluster.nodes, ctx.cluster.gpus_per_node
     largest = ctx.model.largest_layer_params
@@ -66,7 +70,9 @@ def test_zero3_matches_deepspeed_estimator(model, gpus):
             ctx.P, largest, per_node, nodes, cpu_offload=offload, cpu_offload_params=offload,
             zero_init=True)
         ours = strategy.model_states(ctx).gpu_total + strategy.buffers(ctx).items[gathered]
-        assert ours == pytest.approx(ds_gpu, abs=1)
+        shard = ctx.P / ctx.world
+        extra = 0 if offload else 2 * shard - 4 * max(0.0, shard - 1e9)
+        assert ours == pytest.approx(ds_gpu + extra, abs=1)
         if offload:
             # Host per node: 18P/nodes (2 params16 + 4 fp32 grads + 12 optimizer) x 1.5 buffer.
             est = run(name, gpus, model)

@@ -57,9 +57,14 @@ class ModelStates:
 
     params: float
     grads: float
-    """Gradient bytes the engine really keeps on the GPU, in whatever dtype it keeps them."""
+    """Gradient bytes on the GPU at the optimizer step, in whatever dtype the engine keeps them
+    (DeepSpeed's fp32 step copies included): what DeepSpeed's estimators count."""
     optimizer: float
     """Master weights and optimizer moments on the GPU."""
+    grads_at_backward_start: float = 0.0
+    """Gradient bytes already on the GPU when backward starts (the activation peak): persistent
+    gradient buffers, and gradients accumulated by earlier micro-batches. zero_grad() sets
+    PyTorch gradients to None, so without accumulation most engines hold none then."""
     paper_grads: float | None = None
     """The ZeRO paper's gradient term for this sharding (16-bit), where the engine keeps
     something else (DeepSpeed adds an fp32 partition); None when equal to `grads`."""
@@ -96,13 +101,19 @@ class HostWork:
 
 @dataclass(frozen=True, slots=True)
 class Buffers:
-    """Named transient GPU buffers (communication buckets, gathered parameters), bytes."""
+    """Named GPU buffers (communication buckets, gathered parameters), bytes, as held when
+    backward starts; `at_step` names those still held at the optimizer step (persistent)."""
 
     items: dict[str, float] = field(default_factory=dict)
+    at_step: frozenset[str] = frozenset()
 
     @property
     def total(self) -> float:
         return sum(self.items.values())
+
+    @property
+    def step_total(self) -> float:
+        return sum(v for k, v in self.items.items() if k in self.at_step)
 
 
 class Strategy(Protocol):
@@ -142,4 +153,8 @@ class Strategy(Protocol):
 
     def framework_hooks(self, ctx: Context) -> tuple[str, int]:
         """(hook kind in the priors, modules hooked per micro-batch) for host-side overhead."""
+        ...
+
+    def residual_bytes(self, ctx: Context) -> int:
+        """Bytes per element of the residual stream: the module's dtype during forward."""
         ...

@@ -39,14 +39,21 @@ class DDP:
 
     def model_states(self, ctx: Context) -> ModelStates:
         w = self._weight_bytes(ctx)
-        return ModelStates(params=w * ctx.P, grads=w * ctx.P,
-                           optimizer=ctx.optimizer_state * ctx.P)
+        accumulated = w * ctx.P if ctx.workload.grad_accum > 1 else 0.0
+        return ModelStates(params=w * ctx.P, grads=w * ctx.P, optimizer=ctx.optimizer_state * ctx.P,
+                           grads_at_backward_start=accumulated)
 
     def buffers(self, ctx: Context) -> Buffers:
+        """The reducer's flat buckets live as long as the model; autocast's 16-bit copies of the
+        matmul weights (not embeddings or norms) are saved for backward."""
         items = {"DDP gradient buckets": self._weight_bytes(ctx) * ctx.P}
         if ctx.bytes.master:
-            items["autocast 16-bit weight copies"] = ctx.bytes.compute * ctx.P
-        return Buffers(items)
+            items["autocast 16-bit weight copies"] = ctx.bytes.compute * ctx.model.matmul_params
+        return Buffers(items, at_step=frozenset({"DDP gradient buckets"}))
+
+    def residual_bytes(self, ctx: Context) -> int:
+        """The module stays fp32 under autocast."""
+        return self._weight_bytes(ctx)
 
     def collectives(self, ctx: Context) -> list[Collective]:
         return [Collective(op="all_reduce", phase="backward", span="cluster",

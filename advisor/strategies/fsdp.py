@@ -6,10 +6,10 @@ gathered copy to bf16; Accelerate sets param_dtype = reduce_dtype = bf16,
 accelerate/utils/dataclasses.py), so the sharded state is 4 (params) + 4 (grads) + optimizer
 moments per parameter: 16P/N for AdamW, the ZeRO-3 figure.
 
-In flight (torch/distributed/fsdp/_fully_shard): the root's gathered parameters stay from
-forward through backward (the root is not resharded after forward); one layer unit is computed
-while the next is prefetched; in backward the unit's unsharded gradient and the reduce-scatter
-input buffer coexist. SHARD_GRAD_OP (reshard_after_forward=False) keeps every unit gathered from
+At the peak, the start of backward (checked against FSDPMemTracker, tests/test_fsdp2_oracle.py):
+the root's gathered parameters (it is not resharded after forward) and one unit's all-gather
+buffer are held; zero_grad() has set the sharded gradients to None, so they exist only at the
+optimizer step. SHARD_GRAD_OP (reshard_after_forward=False) keeps every unit gathered from
 forward until its backward. With gradient accumulation Accelerate skips gradient sync
 (FSDP2 `set_requires_gradient_sync(False)`, FSDP1 `no_sync`): unsharded 16-bit gradients of the
 whole model accumulate on the GPU and one reduce-scatter runs per step.
@@ -74,15 +74,18 @@ class _FSDP:
     def buffers(self, ctx: Context) -> Buffers:
         m, c, g = ctx.model, ctx.bytes.compute, ctx.bytes.grad
         root = m.embedding_params + m.head_params
-        units = m.layers if not self.reshard_after_forward else 2
-        items = {
-            "gathered root (embedding, head)": c * root,
-            f"gathered layer units ({units})": c * units * m.layer_params,
-            "unit gradient + reduce-scatter buffer": 2 * g * m.layer_params,
-        }
+        items = {"gathered root (embedding, head)": c * root}
+        if self.reshard_after_forward:
+            items["all-gather buffer (one unit)"] = c * m.layer_params
+        else:
+            items[f"gathered layer units ({m.layers})"] = c * m.layers * m.layer_params
         if ctx.workload.grad_accum > 1:
             items["unsharded gradients (no_sync accumulation)"] = g * ctx.P
         return Buffers(items)
+
+    def residual_bytes(self, ctx: Context) -> int:
+        """MixedPrecisionPolicy casts the gathered params, so the module computes in bf16."""
+        return ctx.bytes.compute
 
     def collectives(self, ctx: Context) -> list[Collective]:
         m = ctx.model

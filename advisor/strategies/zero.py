@@ -39,6 +39,7 @@ class DeepSpeedBuckets:
     stage3_prefetch_bucket_size: int
     stage3_param_persistence_threshold: int
     stage3_max_live_parameters: int = 1_000_000_000
+    sub_group_size: int = 1_000_000_000
 
     @classmethod
     def for_model(cls, model: ModelSpec) -> DeepSpeedBuckets:
@@ -94,6 +95,9 @@ class _Zero:
     def gpu_optimizer_params(self, ctx: Context) -> float:
         return 0.0 if self.offload_optimizer else self._shard(ctx)
 
+    def residual_bytes(self, ctx: Context) -> int:
+        return ctx.bytes.compute
+
     def framework_hooks(self, ctx: Context) -> tuple[str, int]:
         """Stage 3 hooks every submodule (fetch/release); stages 1-2 every parameter's grad."""
         modules = ctx.model.layers * ctx.model.modules_per_layer + 3
@@ -127,17 +131,17 @@ class _Zero:
         b = self.buckets(ctx)
         c = ctx.bytes.compute
         if self.stage < 3:
-            return Buffers({
-                "reduce buckets (2, overlap_comm)": 2 * b.reduce_bucket_size * ctx.bytes.grad,
-                "all-gather bucket": b.allgather_bucket_size * c,
-            })
+            items = {"reduce buckets (2, overlap_comm)": 2 * b.reduce_bucket_size * ctx.bytes.grad,
+                     "all-gather bucket": b.allgather_bucket_size * c}
+            return Buffers(items, at_step=frozenset(items))
+        persistent = {"reduce bucket": b.reduce_bucket_size * ctx.bytes.grad,
+                      "persistent small params": c * persistent_params(
+                          ctx.model, b.stage3_param_persistence_threshold)}
         return Buffers({
             "gathered largest module, params + grads": 2 * c * ctx.model.largest_layer_params,
             "prefetch bucket": b.stage3_prefetch_bucket_size * c,
-            "reduce bucket": b.reduce_bucket_size * ctx.bytes.grad,
-            "persistent small params": c * persistent_params(
-                ctx.model, b.stage3_param_persistence_threshold),
-        })
+            **persistent,
+        }, at_step=frozenset(persistent))
 
     def host_work(self, ctx: Context) -> HostWork:
         if not self.offload_optimizer:
@@ -163,9 +167,10 @@ class Zero1(_Zero):
     description = "DeepSpeed ZeRO-1: optimizer state sharded"
 
     def model_states(self, ctx: Context) -> ModelStates:
-        s = self._shard(ctx)
-        return ModelStates(params=ctx.bytes.compute * ctx.P, grads=ctx.bytes.grad * ctx.P + FP32 * s,
-                           optimizer=ctx.fp32_state * s, paper_grads=ctx.bytes.grad * ctx.P)
+        s, full = self._shard(ctx), ctx.bytes.grad * ctx.P
+        return ModelStates(params=ctx.bytes.compute * ctx.P, grads=full + FP32 * s,
+                           optimizer=ctx.fp32_state * s, paper_grads=full,
+                           grads_at_backward_start=full if ctx.workload.grad_accum > 1 else 0.0)
 
 
 class Zero2(_Zero):
@@ -175,8 +180,10 @@ class Zero2(_Zero):
 
     def model_states(self, ctx: Context) -> ModelStates:
         s = self._shard(ctx)
-        return ModelStates(params=ctx.bytes.compute * ctx.P, grads=(ctx.bytes.grad + FP32) * s,
-                           optimizer=ctx.fp32_state * s, paper_grads=ctx.bytes.grad * s)
+        partition = ctx.bytes.grad * s
+        return ModelStates(params=ctx.bytes.compute * ctx.P, grads=partition + FP32 * s,
+                           optimizer=ctx.fp32_state * s, paper_grads=partition,
+                           grads_at_backward_start=partition if ctx.workload.grad_accum > 1 else 0.0)
 
 
 class Zero3(_Zero):
@@ -186,8 +193,11 @@ class Zero3(_Zero):
 
     def model_states(self, ctx: Context) -> ModelStates:
         s = self._shard(ctx)
-        return ModelStates(params=ctx.bytes.compute * s, grads=FP32 * s,
-                           optimizer=ctx.fp32_state * s, paper_grads=ctx.bytes.grad * s)
+        partition = ctx.bytes.grad * s  # persistent, in the grad-accumulation dtype
+        step_copy = FP32 * min(s, self.buckets(ctx).sub_group_size)
+        return ModelStates(params=ctx.bytes.compute * s, grads=partition + step_copy,
+                           optimizer=ctx.fp32_state * s, paper_grads=partition,
+                           grads_at_backward_start=partition)
 
 
 class Zero2Offload(_Zero):
