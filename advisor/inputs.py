@@ -12,6 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from advisor.errors import Infeasible, InvalidInput
 from advisor.hardware import Cluster, ClusterOverrides, parse_cluster
 from advisor.model import MAX_PARAMS, ModelSpec, infer_from_params, preset
+from advisor.priors import Priors
 from advisor.search import MICRO_BATCH_LADDER, SearchSpace, check_global_batch, grad_accum_for
 from advisor.strategies import STRATEGY_NAMES
 from advisor.units import parse_count
@@ -76,6 +77,9 @@ class JobRequest(BaseModel):
     flash_attention: bool = True
     compile: bool = False
     fsdp_version: Literal[1, 2] = 2
+    profile: str | None = Field(default=None, max_length=128)
+    """Calibration profile name; "none" for the shipped priors; unset: the newest profile
+    measured on this GPU, if any (see `advisor profiles`)."""
 
 
 class EstimateRequest(JobRequest):
@@ -144,6 +148,17 @@ def resolve_model(req: JobRequest) -> ModelSpec:
     else:
         spec = infer_from_params(req.params)
     return spec
+
+
+def resolve_priors(req: JobRequest, cluster: Cluster) -> Priors:
+    """The shipped priors, or a calibration profile's (named, or matched to the cluster's GPU);
+    the cluster's notes say which profile was used."""
+    from advisor.profiles import priors_for
+
+    priors, note = priors_for(req.profile, cluster.gpu.name, cluster.gpus_per_node, cluster.nodes)
+    if note:
+        cluster.notes.append(note)
+    return priors
 
 
 def resolve_cluster(req: JobRequest) -> Cluster:
