@@ -17,7 +17,9 @@ from advisor.workload import ACT_CKPTS, OPTIMIZERS, PRECISIONS
 
 # Subcommands that live in their own modules: each has `add_parser(subparsers)` and
 # `run(args) -> int`, imports only argparse at module level, and imports heavy code inside run.
-EXTRA_COMMANDS: tuple[str, ...] = ()
+EXTRA_COMMANDS: tuple[str, ...] = ("advisor.commands.emit", "advisor.commands.serve",
+                                   "advisor.commands.calibrate", "advisor.commands.profiles",
+                                   "advisor.commands.validate")
 
 
 def add_job_flags(p: argparse.ArgumentParser) -> None:
@@ -50,6 +52,8 @@ def add_job_flags(p: argparse.ArgumentParser) -> None:
     w.add_argument("--no-flash-attention", dest="flash_attention", action="store_false")
     w.add_argument("--compile", action="store_true", help="torch.compile")
     w.add_argument("--fsdp-version", type=int, choices=(1, 2), default=2)
+    c.add_argument("--profile", help="calibration profile name (see `advisor profiles`); 'none' "
+                   "for the shipped priors; default: the newest profile of this GPU, if any")
     p.add_argument("--json", action="store_true", help="print the JSON result")
 
 
@@ -61,6 +65,11 @@ def _parser() -> argparse.ArgumentParser:
     rec = sub.add_parser("recommend", help="rank every strategy at its best settings")
     add_job_flags(rec)
     rec.add_argument("--strategies", help=f"comma-separated subset of {','.join(STRATEGY_NAMES)}")
+    rec.add_argument("--out", help="also write the recommended plan's files into this folder")
+    rec.add_argument("--nvme-path", help="directory on a local NVMe drive of every node, for a "
+                     "zero3-nvme plan written with --out")
+    rec.add_argument("--alternatives", type=int, default=0,
+                     help="with --out: also write the next N fitting plans (out/alternatives/)")
     est = sub.add_parser("estimate", help="one strategy at the given settings")
     add_job_flags(est)
     est.add_argument("--strategy", default="fsdp", help=f"one of {', '.join(STRATEGY_NAMES)}")
@@ -77,7 +86,7 @@ _REQUEST_KEYS = ("params", "model", "layers", "hidden", "heads", "kv_heads", "ff
                  "gated_mlp", "tied_embeddings", "gpus", "gpus_per_node", "inter_node_gbps",
                  "cpu_ram_gib", "nvme_gbps", "seq_len", "micro_batch", "grad_accum",
                  "global_batch_tokens", "tokens", "precision", "optimizer", "act_ckpt",
-                 "flash_attention", "compile", "fsdp_version")
+                 "flash_attention", "compile", "fsdp_version", "profile")
 
 
 def request_data(args: argparse.Namespace) -> dict:
@@ -109,13 +118,11 @@ def _run(args: argparse.Namespace) -> None:
         resolve_cluster,
         resolve_estimate,
         resolve_model,
+        resolve_priors,
         search_space,
         validate_request,
     )
-    from advisor.priors import default_priors
-
     data = request_data(args)
-    priors = default_priors()
     if args.command == "estimate":
         data["strategy"] = args.strategy
         req = validate_request(EstimateRequest, data)
@@ -123,6 +130,7 @@ def _run(args: argparse.Namespace) -> None:
         from advisor.strategies import get_strategy
 
         cluster, model, workload = resolve_estimate(req)
+        priors = resolve_priors(req, cluster)
         result = estimate(cluster, model, workload, get_strategy(req.strategy, req.fsdp_version),
                           priors, req.tokens)
         if args.json:
@@ -138,12 +146,23 @@ def _run(args: argparse.Namespace) -> None:
 
     cluster, model = resolve_cluster(req), resolve_model(req)
     space = search_space(req, base_workload(req, cluster, model))
-    result = recommend(space, cluster, model, priors)
+    result = recommend(space, cluster, model, resolve_priors(req, cluster))
+    if args.alternatives and not args.out:
+        raise InvalidInput("alternatives", "needs --out", "--out DIR --alternatives N")
+    plans = None
+    if args.out:
+        from advisor.emit import write_recommendation
+        from advisor.plan import EmitOptions
+        plans = write_recommendation(result, model, args.out, args.alternatives,
+                                     EmitOptions(nvme_path=args.nvme_path))
     if args.json:
         print(schemas.to_json(result))
     else:
         from advisor.report import print_recommendation
         print_recommendation(result)
+    if plans:
+        from advisor.emit import summary_line
+        print(summary_line(plans[0], args.out), file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,7 @@ transformers.integrations.deepspeed: reduce_bucket_size = h^2, stage3_prefetch_b
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -22,9 +23,10 @@ from advisor.model import ModelSpec
 from advisor.strategies.base import Buffers, Context, Engine, HostWork, ModelStates
 
 FP32 = 4
-# DeepSpeed defaults for ZeRO-Infinity parameter swapping (runtime/swap_tensor/constants.py and
-# zero/offload_config.py): 5 buffers of 1e8 elements in 16-bit.
-NVME_PARAM_BUFFER_BYTES = 5 * 1e8 * 2
+# ZeRO-Infinity parameter swapping (runtime/swap_tensor/constants.py, zero/offload_config.py):
+# DeepSpeed's default is 5 buffers of 1e8 elements; see nvme_param_buffer_elements.
+NVME_PARAM_BUFFER_COUNT = 5
+NVME_PARAM_BUFFER_ELEMENTS = 100_000_000
 # Optimizer swapping works on sub-groups of sub_group_size (1e9 elements) fp32 tensors; two are
 # in flight (pipeline read/write).
 NVME_OPTIMIZER_SUBGROUP_ELEMENTS = 1e9
@@ -47,6 +49,15 @@ class DeepSpeedBuckets:
         return cls(reduce_bucket_size=h2, allgather_bucket_size=h2,
                    stage3_prefetch_bucket_size=int(0.9 * h2),
                    stage3_param_persistence_threshold=10 * model.hidden)
+
+
+def nvme_param_buffer_elements(model: ModelSpec, world: int) -> int:
+    """Elements per ZeRO-Infinity parameter swap buffer, the value `advisor emit` writes:
+    DeepSpeed's 1e8 default, raised to the largest per-rank parameter partition in whole
+    millions (partitioned_param_swapper.py asserts numel <= buffer size)."""
+    largest = max(model.embedding_params, model.head_params, model.hidden * model.ffn)
+    need = math.ceil(largest / world / 1e6) * 1_000_000
+    return max(NVME_PARAM_BUFFER_ELEMENTS, need)
 
 
 def persistent_params(model: ModelSpec, threshold: int) -> int:
@@ -234,6 +245,8 @@ class Zero3NVMe(_Zero):
 
     def model_states(self, ctx: Context) -> ModelStates:
         s = self._shard(ctx)
-        swap = NVME_PARAM_BUFFER_BYTES + 2 * FP32 * min(s, NVME_OPTIMIZER_SUBGROUP_ELEMENTS)
+        param_buffers = (NVME_PARAM_BUFFER_COUNT * ctx.bytes.compute
+                         * nvme_param_buffer_elements(ctx.model, ctx.world))
+        swap = param_buffers + 2 * FP32 * min(s, NVME_OPTIMIZER_SUBGROUP_ELEMENTS)
         return ModelStates(params=0.0, grads=0.0, optimizer=0.0,
                            cpu=FP32 * s + swap, nvme=(ctx.bytes.compute + ctx.fp32_state) * s)
