@@ -24,7 +24,7 @@ ROW_H = 30
 BAR_H = 18
 TOP = 34  # room for the capacity label
 AXIS_H = 30
-MAX_OVER_CAPACITY = 3.0  # the memory axis stops at 3x capacity; longer bars are cut and labelled
+MAX_OVER_CAPACITY = 2.0  # the memory axis stops at 2x capacity; longer bars are cut, the label says
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +105,8 @@ def memory_chart(estimates: list[Estimate], chosen: str | None) -> Chart | None:
                                         title=f"{e.strategy}: {label} {gib:.1f} GiB"))
                 x += width
         total = m.total / GiB
-        cut = total > axis_max
         rows.append(Row(y=y, label=e.strategy, segments=segments, value_x=x + 6,
-                        value_text=f"{'> ' if cut else ''}{total:.1f} GiB" + ("" if e.fits else " (no fit)"),
+                        value_text=f"{total:,.1f} GiB" + ("" if e.fits else " (does not fit)"),
                         highlight=e.strategy == chosen))
     height = TOP + len(estimates) * ROW_H + AXIS_H
     return Chart(width=WIDTH, height=height, plot_x=LABEL_W, plot_w=PLOT_W, rows=rows,

@@ -34,6 +34,11 @@ def error_response(status: int, body: ErrorResponse, headers: dict[str, str] | N
     return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
 
 
+def _number(value: float) -> str:
+    """1048576 as written, 1e13 as 1e+13."""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e7 else f"{value:g}"
+
+
 def _describe(prop: dict[str, Any]) -> str | None:
     """What one JSON Schema property allows, in words."""
     texts = []
@@ -50,7 +55,7 @@ def _describe(prop: dict[str, Any]) -> str | None:
         elif arm.get("type") == "string" and "maxLength" in arm:
             texts.append(f"{arm.get('minLength', 0)} to {arm['maxLength']} characters")
         else:
-            bounds = [f"{sym} {arm[key]:g}" for key, sym in (
+            bounds = [f"{sym} {_number(arm[key])}" for key, sym in (
                 ("exclusiveMinimum", ">"), ("minimum", ">="), ("exclusiveMaximum", "<"),
                 ("maximum", "<=")) if key in arm]
             if bounds:

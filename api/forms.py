@@ -22,6 +22,10 @@ FIELDS = ("model_source", "params", "model", "hf_config", "gpu", "gpus_per_node"
 DEFAULTS = {"model_source": "params", "params": "13B", "model": "llama-3-8b", "hf_config": "",
             "gpu": "A100-80GB", "gpus_per_node": "8", "nodes": "1", "inter_node_gbps": "",
             "seq_len": "4096", "global_batch_tokens": "", "tokens": "", "precision": ""}
+LABELS = {"model_source": "Model source", "params": "Parameters", "model": "Preset",
+          "hf_config": "config.json", "gpu": "GPU type", "gpus_per_node": "GPUs per node",
+          "nodes": "Nodes", "inter_node_gbps": "Network", "seq_len": "Sequence length",
+          "global_batch_tokens": "Global batch", "tokens": "Tokens to train", "precision": "Precision"}
 MODEL_SOURCES = ("params", "preset", "hf_config")
 MAX_FIELDS = 2 * len(FIELDS)
 MAX_GPUS_PER_NODE = 64
@@ -61,7 +65,7 @@ def parse_body(body: bytes) -> FormState:
 
 def _int_field(state: FormState, name: str, high: int) -> int | None:
     text = state.values[name]
-    if not text.isdigit() or not 1 <= int(text) <= high:
+    if not (text.isascii() and text.isdigit() and len(text) <= 9) or not 1 <= int(text) <= high:
         state.add(name, f"{text!r} is not a whole number from 1 to {high}", f"1 to {high}")
         return None
     return int(text)
@@ -83,6 +87,9 @@ def request_data(state: FormState) -> dict:
             data["hf_config"] = json.loads(v["hf_config"])
         except json.JSONDecodeError as exc:
             state.add("hf_config", f"not valid JSON: {exc.msg} at line {exc.lineno}",
+                      "the contents of a config.json")
+        except (ValueError, RecursionError):  # a 5000-digit integer; nesting past the parser
+            state.add("hf_config", "not a config.json: numbers too long or nesting too deep",
                       "the contents of a config.json")
     per_node = _int_field(state, "gpus_per_node", MAX_GPUS_PER_NODE)
     nodes = _int_field(state, "nodes", MAX_GPUS)

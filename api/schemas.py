@@ -110,6 +110,9 @@ class ConfigsRequest(RecommendRequest):
 
     strategy: inputs.StrategyName | None = None
     """Emit this strategy's best plan instead of the recommended one."""
+    nvme_path: str | None = Field(default=None, min_length=1, max_length=1024)
+    """Directory on a local NVMe drive of every node, for zero3-nvme (`advisor emit --nvme-path`);
+    written into the files, never touched by the server."""
 
 
 class FieldError(BaseModel):
@@ -131,8 +134,10 @@ class ErrorResponse(BaseModel):
     ]))
 
     code: str
-    """invalid_input, infeasible, not_found, method_not_allowed, body_too_large, bad_request,
-    not_implemented or internal_error."""
+    """invalid_input (422), unsupported_input (422: valid, but outside what the cost model can
+    evaluate), infeasible (422: nothing fits), bad_request (400), not_found (404),
+    method_not_allowed (405), body_too_large (413), unsupported_media_type (415),
+    not_implemented (501) or internal_error (500)."""
     message: str
     """One line for people."""
     field: str | None = None

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
+from advisor import schemas
 from advisor.errors import AdvisorError, InvalidInput
 from advisor.inputs import base_workload, resolve_cluster, resolve_estimate, resolve_model, search_space
 from advisor.priors import default_priors
@@ -22,7 +23,7 @@ from api.errors import UnsupportedInput
 from api.schemas import EstimateRequest, RecommendRequest
 
 log = logging.getLogger("advisor.api")
-CACHE_ENTRIES = 256  # a recommendation is ~50 KB of objects: 256 of them stay under ~15 MB
+CACHE_ENTRIES = 256  # per cache; a recommendation is ~50 KB as objects and ~45 KB as JSON: < 30 MB
 T = TypeVar("T")
 
 
@@ -63,12 +64,42 @@ def _recommend(key: str) -> Recommendation:
     return recommend(space, cluster, model, default_priors())
 
 
+# The JSON text is cached too: serialising a recommendation (~45 KB) costs more than a look-up.
+@lru_cache(maxsize=CACHE_ENTRIES)
+def _estimate_json(key: str) -> bytes:
+    return schemas.to_json(_estimate(key), indent=None).encode()
+
+
+@lru_cache(maxsize=CACHE_ENTRIES)
+def _recommend_json(key: str) -> bytes:
+    return schemas.to_json(_recommend(key), indent=None).encode()
+
+
+def _recommend_key(req: RecommendRequest) -> str:
+    """For a ConfigsRequest only the RecommendRequest part counts."""
+    if type(req) is not RecommendRequest:
+        req = RecommendRequest.model_validate(req.model_dump(include=set(RecommendRequest.model_fields)))
+    return req.model_dump_json()
+
+
 def estimate(req: EstimateRequest) -> Estimate:
     return guarded(lambda: _estimate(req.model_dump_json()))
 
 
+def estimate_json(req: EstimateRequest) -> bytes:
+    """As `advisor estimate --json` prints it, compact."""
+    return guarded(lambda: _estimate_json(req.model_dump_json()))
+
+
 def recommend(req: RecommendRequest) -> Recommendation:
-    """The ranking; for a ConfigsRequest, only the RecommendRequest part counts."""
-    if type(req) is not RecommendRequest:
-        req = RecommendRequest.model_validate(req.model_dump(include=set(RecommendRequest.model_fields)))
-    return guarded(lambda: _recommend(req.model_dump_json()))
+    return guarded(lambda: _recommend(_recommend_key(req)))
+
+
+def recommend_json(req: RecommendRequest) -> bytes:
+    """As `advisor recommend --json` prints it, compact."""
+    return guarded(lambda: _recommend_json(_recommend_key(req)))
+
+
+def clear_caches() -> None:
+    for cached in (_estimate, _recommend, _estimate_json, _recommend_json):
+        cached.cache_clear()

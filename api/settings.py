@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+# A config.json is 1-5 KB; 256 KiB bounds the cost of parsing and validating any request.
+DEFAULT_MAX_BODY_BYTES = 256 * 1024
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    max_body_bytes: int = 256 * 1024
-    """Largest request body. A config.json is 1-5 KB; 256 KiB bounds parsing cost and memory."""
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    """Largest request body, bytes."""
     cors_origins: tuple[str, ...] = ()
     """Origins allowed to call the API from a browser. Empty: CORS off (same origin only)."""
 
@@ -19,6 +22,6 @@ class Settings:
         """ADVISOR_MAX_BODY_BYTES and ADVISOR_CORS_ORIGINS (comma-separated)."""
         origins = os.environ.get("ADVISOR_CORS_ORIGINS", "")
         return cls(
-            max_body_bytes=int(os.environ.get("ADVISOR_MAX_BODY_BYTES", cls.max_body_bytes)),
+            max_body_bytes=int(os.environ.get("ADVISOR_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)),
             cors_origins=tuple(o.strip() for o in origins.split(",") if o.strip()),
         )

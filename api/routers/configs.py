@@ -20,7 +20,7 @@ Format = Annotated[Literal["json", "zip"], Query(description="json: a map of fil
              responses={**ERRORS, 200: {"content": {"application/zip": {}},
                                         "description": "The files (JSON map, or a zip)"},
                         501: {"model": ErrorResponse, "description": "Config emission unavailable"}})
-def post_configs(req: ConfigsRequest, format: Format = "json") -> Response:
+async def post_configs(req: ConfigsRequest, format: Format = "json") -> Response:
     """Accelerate / DeepSpeed configs, launch commands and the checkpoint plan for the
     recommended plan (or `strategy`'s best plan). 422 with the reasons when it does not fit."""
     files = bundle.plan_files(req)

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Response
 
 from advisor.results import Estimate
 from api import service
-from api.routers.common import ERRORS, result_response
+from api.routers.common import ERRORS, json_response
 from api.schemas import EstimateRequest
 
 router = APIRouter(prefix="/v1", tags=["estimate"])
@@ -14,7 +14,7 @@ router = APIRouter(prefix="/v1", tags=["estimate"])
 
 @router.post("/estimate", response_model=Estimate, responses=ERRORS,
              summary="Memory, communication, step time and throughput of one plan")
-def post_estimate(req: EstimateRequest) -> Response:
+async def post_estimate(req: EstimateRequest) -> Response:
     """As `advisor estimate --json`: a plan that does not fit is still an answer (`fits` false,
     with the reason and the cheapest fix)."""
-    return result_response(service.estimate(req))
+    return json_response(service.estimate_json(req))

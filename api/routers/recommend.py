@@ -6,7 +6,7 @@ from fastapi import APIRouter, Response
 
 from advisor.results import Recommendation
 from api import service
-from api.routers.common import ERRORS, result_response
+from api.routers.common import ERRORS, json_response
 from api.schemas import RecommendRequest
 
 router = APIRouter(prefix="/v1", tags=["recommend"])
@@ -14,7 +14,7 @@ router = APIRouter(prefix="/v1", tags=["recommend"])
 
 @router.post("/recommend", response_model=Recommendation, responses=ERRORS,
              summary="Rank the strategies and explain the choice")
-def post_recommend(req: RecommendRequest) -> Response:
+async def post_recommend(req: RecommendRequest) -> Response:
     """As `advisor recommend --json`. `chosen` is null when nothing fits; each estimate then
     says why and what would make it fit."""
-    return result_response(service.recommend(req))
+    return json_response(service.recommend_json(req))

@@ -3,11 +3,11 @@ to their fields), POST /bundle downloads the config zip. Plain HTML forms: no Ja
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 from fastapi import APIRouter, Request, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.templating import Jinja2Templates
 
@@ -26,10 +26,33 @@ FORM_TYPE = "application/x-www-form-urlencoded"
 
 
 def _page(request: Request, state: forms.FormState, status: int = 200, **extra) -> Response:
-    context = {"values": state.values, "errors": state.errors, "gpus": gpu_rows(),
-               "presets": model_rows(), "precisions": PRECISIONS, "result": None,
-               "hidden_fields": forms.FIELDS, **extra}
+    context = {"values": state.values, "errors": state.errors, "options": _options(),
+               "result": None, "fields": forms.FIELDS, "labels": forms.LABELS, **extra}
     return templates.TemplateResponse(request, "index.html", context, status_code=status)
+
+
+def _error_page(request: Request, state: forms.FormState, exc: Exception) -> Response:
+    """The form again, with the error next to its field (or above the form)."""
+    if isinstance(exc, InvalidInput):
+        forms.record(state, exc)
+    elif isinstance(exc, Infeasible):
+        state.add("form", exc.reason + (f"; cheapest fix: {exc.fix}" if exc.fix else ""))
+    elif isinstance(exc, HTTPException):
+        state.add("form", str(exc.detail))
+        return _page(request, state, exc.status_code)
+    else:
+        state.add("form", str(exc))
+    return _page(request, state, 422)
+
+
+@cache
+def _options() -> dict[str, list[tuple[str, str]]]:
+    """(value, text) of each select's options."""
+    return {
+        "gpu": [(g["name"], f"{g['name']} ({g['memory_in_GiB']:g} GiB)") for g in gpu_rows()],
+        "model": [(m["name"], f"{m['name']} ({m['params'] / 1e9:.1f}B)") for m in model_rows()],
+        "precision": [("", "auto (bf16; fp16 without bf16)"), *((p, p) for p in PRECISIONS)],
+    }
 
 
 async def _read_form(request: Request) -> forms.FormState:
@@ -38,7 +61,7 @@ async def _read_form(request: Request) -> forms.FormState:
     return forms.parse_body(await request.body())
 
 
-@router.get("/")
+@router.api_route("/", methods=["GET", "HEAD"])
 def form_page(request: Request) -> Response:
     return _page(request, forms.FormState(values=dict(forms.DEFAULTS)))
 
@@ -50,13 +73,9 @@ async def submit(request: Request) -> Response:
     if req is None:
         return _page(request, state, 422)
     try:
-        rec = await run_in_threadpool(service.recommend, req)
-    except InvalidInput as exc:
-        forms.record(state, exc)
-        return _page(request, state, 422)
+        rec = service.recommend(req)  # inline, as in the API routers (routers/common.py)
     except AdvisorError as exc:
-        state.add("form", str(exc))
-        return _page(request, state, 422)
+        return _error_page(request, state, exc)
     return _page(request, state, result=views.result_context(rec))
 
 
@@ -67,15 +86,8 @@ async def download_bundle(request: Request) -> Response:
     if req is None:
         return _page(request, state, 422)
     try:
-        files = await run_in_threadpool(bundle.plan_files, ConfigsRequest(**req.model_dump()))
-    except InvalidInput as exc:
-        forms.record(state, exc)
-        return _page(request, state, 422)
-    except Infeasible as exc:
-        state.add("form", f"{exc.reason}" + (f"; fix: {exc.fix}" if exc.fix else ""))
-        return _page(request, state, 422)
-    except HTTPException as exc:
-        state.add("form", str(exc.detail))
-        return _page(request, state, exc.status_code)
+        files = bundle.plan_files(ConfigsRequest(**req.model_dump()))
+    except (AdvisorError, HTTPException) as exc:
+        return _error_page(request, state, exc)
     return Response(bundle.zip_bytes(files), media_type="application/zip", headers={
         "content-disposition": f'attachment; filename="{bundle.ZIP_NAME}"'})
