@@ -87,5 +87,5 @@ def collective_time_s(c: Collective, cluster: Cluster, priors: Priors) -> float:
     # Each GPU of the node drives its own share of the node's NICs.
     inter_bw = cluster.inter_node_bytes_per_s / cluster.gpus_per_node * p.inter_efficiency
     latency = p.inter_latency_s if tiers.inter_node else p.intra_latency_s
-    calls = max(1.0, c.buffer_bytes / c.bucket_bytes)
+    calls = max(1.0, c.buffer_bytes / max(c.bucket_bytes, 1.0))
     return max(tiers.intra_node / intra_bw, tiers.inter_node / inter_bw) + calls * latency

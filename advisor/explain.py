@@ -117,7 +117,7 @@ def explain(chosen: Estimate | None, ranked: list[Estimate], cluster: Cluster,
              f"per GPU; {_dominant(chosen)}.")
     others = []
     runner = next((e for e in fitting if e is not chosen), None)
-    if runner is not None:
+    if runner is not None and tp.tokens_per_s_per_gpu > 0:
         gap = 1 - runner.throughput.tokens_per_s_per_gpu / tp.tokens_per_s_per_gpu
         others.append(f"next is {runner.strategy}, {100 * gap:.0f}% slower"
                       + (" (a tie within the model's error)" if gap < 0.03 else ""))

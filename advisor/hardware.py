@@ -178,11 +178,11 @@ class ClusterOverrides(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     gpus_per_node: int | None = Field(default=None, gt=0, le=64)
-    inter_node_gbps: float | None = Field(default=None, gt=0, le=1e5)
+    inter_node_gbps: float | None = Field(default=None, ge=0.1, le=1e5)
     """Per node, Gbit/s."""
-    cpu_ram_gib: float | None = Field(default=None, gt=0, le=1e5)
+    cpu_ram_gib: float | None = Field(default=None, ge=1, le=1e5)
     """Per node, GiB."""
-    nvme_gbps: float | None = Field(default=None, gt=0, le=1e5)
+    nvme_gbps: float | None = Field(default=None, ge=0.1, le=1e5)
     """Per node, Gbit/s."""
 
 

@@ -153,8 +153,9 @@ def _mpt(config: dict[str, Any]) -> dict[str, Any]:
         positions = "learned" if config.get("learned_pos_emb", True) else "rope"
     bias = not config.get("no_bias", True)
     ratio = _get(config, "expansion_ratio", default=4)
-    if isinstance(ratio, bool) or not isinstance(ratio, int | float):
-        raise InvalidInput(_FIELD, f"expansion_ratio must be a number, got {ratio!r}", "e.g. 4")
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio <= 64:
+        raise InvalidInput(_FIELD, f"expansion_ratio must be a number in (0, 64], got {ratio!r}",
+                           "e.g. 4")
     return {
         "layers": _int(config, "n_layers"),
         "hidden": hidden,

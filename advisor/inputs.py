@@ -56,11 +56,11 @@ class JobRequest(BaseModel):
     gpus: str = Field(min_length=1, max_length=64)
     """Cluster spec: 8xA100, 2x8xH100, 64xH100, 4xA100-40GB, 8xL40S."""
     gpus_per_node: int | None = Field(default=None, gt=0, le=64)
-    inter_node_gbps: float | None = Field(default=None, gt=0, le=1e5)
+    inter_node_gbps: float | None = Field(default=None, ge=0.1, le=1e5)
     """Network bandwidth per node, Gbit/s."""
-    cpu_ram_gib: float | None = Field(default=None, gt=0, le=1e5)
+    cpu_ram_gib: float | None = Field(default=None, ge=1, le=1e5)
     """Host RAM per node, GiB."""
-    nvme_gbps: float | None = Field(default=None, gt=0, le=1e5)
+    nvme_gbps: float | None = Field(default=None, ge=0.1, le=1e5)
     """NVMe bandwidth per node, Gbit/s."""
     seq_len: int = Field(default=4096, gt=0, le=MAX_SEQ_LEN)
     micro_batch: int | None = Field(default=None, gt=0, le=MAX_MICRO_BATCH)
@@ -205,6 +205,9 @@ def _grad_accum(space: SearchSpace, micro_batch: int, world: int) -> int:
 def search_space(req: JobRequest, workload: Workload) -> SearchSpace:
     if req.grad_accum is not None and req.global_batch_tokens is not None:
         raise InvalidInput("grad_accum", "give --grad-accum or --global-batch-tokens, not both")
+    if req.global_batch_tokens is not None and req.global_batch_tokens != int(req.global_batch_tokens):
+        raise InvalidInput("global_batch_tokens", f"{req.global_batch_tokens} is not a whole number "
+                           "of tokens", "a positive integer, e.g. 4194304 or 4M")
     strategies = tuple(getattr(req, "strategies", None) or STRATEGY_NAMES)
     return SearchSpace(
         base=workload,

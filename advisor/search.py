@@ -11,14 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from advisor.errors import Infeasible, InvalidInput
-from advisor.estimate import cluster_info, estimate, model_info
-from advisor.explain import cheapest_fix, explain
+from advisor.estimate import cluster_info, estimate, model_info, point_estimate
+from advisor.explain import cheapest_fix, explain, workload_of
 from advisor.hardware import Cluster
 from advisor.model import ModelSpec
 from advisor.priors import Priors
 from advisor.results import Estimate, Recommendation
 from advisor.strategies import STRATEGY_NAMES, get_strategy
-from advisor.workload import ACT_CKPTS, ActCkpt, Workload
+from advisor.workload import ACT_CKPTS, MAX_GRAD_ACCUM, ActCkpt, Workload
 
 MICRO_BATCH_LADDER = (1, 2, 4, 8, 16, 32, 64)
 
@@ -48,7 +48,11 @@ def grad_accum_for(space: SearchSpace, micro_batch: int, world: int) -> int:
     if space.global_batch_tokens % per_micro:
         raise Infeasible(f"global batch {space.global_batch_tokens} tokens is not a multiple of "
                          f"micro-batch {micro_batch} x {space.base.seq_len} tokens x {world} GPUs")
-    return space.global_batch_tokens // per_micro
+    grad_accum = space.global_batch_tokens // per_micro
+    if grad_accum > MAX_GRAD_ACCUM:
+        raise Infeasible(f"global batch {space.global_batch_tokens} tokens needs {grad_accum} "
+                         f"accumulation steps at micro-batch {micro_batch}, over {MAX_GRAD_ACCUM}")
+    return grad_accum
 
 
 def check_global_batch(space: SearchSpace, world: int) -> None:
@@ -61,6 +65,11 @@ def check_global_batch(space: SearchSpace, world: int) -> None:
                            f"{space.global_batch_tokens} tokens is not a multiple of seq_len x GPUs"
                            f" = {space.base.seq_len} x {world} = {unit}",
                            f"a positive multiple of {unit}")
+    largest = max(space.micro_batches) * MAX_GRAD_ACCUM * unit
+    if space.global_batch_tokens > largest:
+        raise InvalidInput("global_batch_tokens",
+                           f"{space.global_batch_tokens} tokens needs more than {MAX_GRAD_ACCUM} "
+                           "accumulation steps at every micro-batch", f"at most {largest}")
 
 
 def _candidates(space: SearchSpace, cluster: Cluster, model: ModelSpec, priors: Priors,
@@ -75,7 +84,7 @@ def _candidates(space: SearchSpace, cluster: Cluster, model: ModelSpec, priors: 
                 continue
             workload = space.base.model_copy(update={"micro_batch": mb, "act_ckpt": ckpt,
                                                      "grad_accum": ga})
-            est = estimate(cluster, model, workload, strategy, priors, space.tokens_to_train)
+            est = point_estimate(cluster, model, workload, strategy, priors, space.tokens_to_train)
             evaluated += 1
             found.append(est)
             if est.memory is None:  # cannot run on this cluster at all
@@ -103,6 +112,9 @@ def best_per_strategy(space: SearchSpace, cluster: Cluster, model: ModelSpec,
         if not found:
             continue
         top = min(found, key=_rank_key)
+        if top.memory is not None:  # the one returned gets its step-time range
+            top = estimate(cluster, model, workload_of(top.settings), get_strategy(name, space.fsdp_version),
+                           priors, space.tokens_to_train)
         if not top.fits and top.memory is not None:
             top = replace(top, fix=cheapest_fix(top, space, cluster, model, priors))
         best.append(top)

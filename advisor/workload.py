@@ -6,6 +6,7 @@ Byte counts per parameter for each precision and optimizer live here, once, with
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -67,6 +68,7 @@ class ParamBytes:
     """fp32 master weights held by the optimizer (0 when the working copy is fp32)."""
 
 
+@cache
 def param_bytes(precision: Precision) -> ParamBytes:
     if precision == "fp32":
         return ParamBytes(compute=4, grad=4, master=0)

@@ -13,7 +13,7 @@ from fastapi.staticfiles import StaticFiles
 
 from api import errors
 from api.middleware import BodyLimit, SecurityHeaders
-from api.routers import catalog, configs, estimate, health, recommend, web
+from api.routers import calibrations, catalog, configs, estimate, health, recommend, web
 from api.settings import Settings
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -29,7 +29,7 @@ Every error has the same body: `code`, `message`, and for input errors the `fiel
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
     app = FastAPI(title="advisor", version=health.version_text(), description=DESCRIPTION)
-    for module in (health, catalog, estimate, recommend, configs, web):
+    for module in (health, catalog, estimate, recommend, configs, calibrations, web):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     errors.install(app)

@@ -120,11 +120,24 @@ async def _on_advisor_error(_: Request, exc: AdvisorError) -> JSONResponse:
     return error_response(422, ErrorResponse(code=code, message=str(exc)))
 
 
-async def _on_http(_: Request, exc: HTTPException) -> JSONResponse:
+def _allowed_methods(request: Request) -> str:
+    """Every method some route serves at this path (Starlette's 405 names only the first
+    route's, which is wrong where GET and POST are separate routes on one path)."""
+    methods = set()
+    for route in request.app.routes:
+        if getattr(route, "path_regex", None) and route.path_regex.match(request.url.path):
+            methods |= set(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
+async def _on_http(request: Request, exc: HTTPException) -> JSONResponse:
     code = _CODES.get(exc.status_code, "http_error")
     message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+    headers = dict(getattr(exc, "headers", None) or {})
+    if exc.status_code == 405:
+        headers["Allow"] = _allowed_methods(request)
     return error_response(exc.status_code, ErrorResponse(code=code, message=message),
-                          headers=getattr(exc, "headers", None))
+                          headers=headers or None)
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -3,6 +3,7 @@
 The same steps as the CLI (`advisor/cli.py`). A result is a pure function of its request, so
 each kind keeps a bounded LRU cache keyed by the request's canonical JSON: a repeated request
 (a dashboard polling, a form re-submitted) costs a dictionary look-up instead of a search.
+Storing a calibration profile clears the caches (a matched profile changes the answers).
 """
 
 from __future__ import annotations
@@ -16,8 +17,14 @@ from pydantic import ValidationError
 
 from advisor import schemas
 from advisor.errors import AdvisorError, InvalidInput
-from advisor.inputs import base_workload, resolve_cluster, resolve_estimate, resolve_model, search_space
-from advisor.priors import default_priors
+from advisor.inputs import (
+    base_workload,
+    resolve_cluster,
+    resolve_estimate,
+    resolve_model,
+    resolve_priors,
+    search_space,
+)
 from advisor.results import Estimate, Recommendation
 from api.errors import UnsupportedInput
 from api.schemas import EstimateRequest, RecommendRequest
@@ -51,7 +58,7 @@ def _estimate(key: str) -> Estimate:
     req = EstimateRequest.model_validate_json(key)
     cluster, model, workload = resolve_estimate(req)
     return estimate(cluster, model, workload, get_strategy(req.strategy, req.fsdp_version),
-                    default_priors(), req.tokens)
+                    resolve_priors(req, cluster), req.tokens)
 
 
 @lru_cache(maxsize=CACHE_ENTRIES)
@@ -61,7 +68,7 @@ def _recommend(key: str) -> Recommendation:
     req = RecommendRequest.model_validate_json(key)
     cluster, model = resolve_cluster(req), resolve_model(req)
     space = search_space(req, base_workload(req, cluster, model))
-    return recommend(space, cluster, model, default_priors())
+    return recommend(space, cluster, model, resolve_priors(req, cluster))
 
 
 # The JSON text is cached too: serialising a recommendation (~45 KB) costs more than a look-up.

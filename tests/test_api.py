@@ -310,3 +310,24 @@ def test_configs_field_errors(client):
     r = client.post("/v1/configs", json={"model": "llama-3-8b", "gpus": "8xA100", "strategy": "zero3-nvme",
                                          "nvme_path": "/local_nvme"})
     assert r.status_code == 200 and "/local_nvme" in r.json()["ds_config.json"]
+
+
+def test_calibrations_round_trip_and_change_estimates(client):
+    """POST a profile (the shipped CPU example, renamed onto an A100 fingerprint would be
+    faking data, so the CPU one is posted as is), list it, and see a named estimate use it."""
+    from pathlib import Path
+
+    shipped = Path(__file__).parents[1] / "calibration" / "profiles" / "example-cpu-gloo.json"
+    body = json.loads(shipped.read_text())
+    body["name"] = "api-test-profile"
+    posted = client.post("/v1/calibrations", json=body)
+    assert posted.status_code == 201, posted.text
+    assert posted.json()["name"] == "api-test-profile"
+    listed = client.get("/v1/calibrations").json()
+    assert "api-test-profile" in [p["name"] for p in listed]
+    bad = client.post("/v1/calibrations", json={"name": "x"})
+    assert bad.status_code == 422 and bad.json()["field"]
+    # a CPU profile cannot be used for an A100 estimate: a clear 422 naming the field
+    wrong = client.post("/v1/estimate", json={"params": 7e9, "gpus": "8xA100",
+                                              "profile": "api-test-profile"})
+    assert wrong.status_code == 422 and wrong.json()["field"] == "profile"

@@ -47,7 +47,7 @@ class DeepSpeedBuckets:
     def for_model(cls, model: ModelSpec) -> DeepSpeedBuckets:
         h2 = model.hidden * model.hidden
         return cls(reduce_bucket_size=h2, allgather_bucket_size=h2,
-                   stage3_prefetch_bucket_size=int(0.9 * h2),
+                   stage3_prefetch_bucket_size=max(1, int(0.9 * h2)),
                    stage3_param_persistence_threshold=10 * model.hidden)
 
 
