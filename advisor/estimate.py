@@ -77,18 +77,6 @@ def estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: S
              priors: Priors, tokens_to_train: float | None = None) -> Estimate:
     """Memory, communication, step time (with its low/high range) and throughput of one plan,
     fitting or not."""
-    return _estimate(cluster, model, workload, strategy, priors, tokens_to_train, True)
-
-
-def point_estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: Strategy,
-                   priors: Priors, tokens_to_train: float | None = None) -> Estimate:
-    """As `estimate`, without evaluating the range (low_s = high_s = step_s): for ranking
-    candidates inside the search, which re-estimates the ones it returns with `estimate`."""
-    return _estimate(cluster, model, workload, strategy, priors, tokens_to_train, False)
-
-
-def _estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: Strategy,
-              priors: Priors, tokens_to_train: float | None, with_range: bool) -> Estimate:
     ctx = Context(cluster=cluster, model=model, workload=workload, priors=priors)
     base = dict(strategy=strategy.name, engine=strategy.engine, settings=settings(ctx, strategy),
                 cluster=cluster_info(cluster), model=model_info(model))
@@ -99,12 +87,11 @@ def _estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: 
         return Estimate(fits=False, reason=exc.reason, fix=exc.fix, memory=None,
                         communication=None, time=None, throughput=None, **base)
     memory = memory_breakdown(ctx, strategy)
-    parts = low = high = step_parts(ctx, strategy)
-    if with_range:
-        sigma_compute = 1 + priors.uncertainty["compute_efficiency"]
-        sigma_comm = 1 + priors.uncertainty["collective_efficiency"]
-        low = step_parts(ctx, strategy, sigma_compute, sigma_comm)
-        high = step_parts(ctx, strategy, 1 / sigma_compute, 1 / sigma_comm)
+    parts = step_parts(ctx, strategy)
+    sigma_compute = 1 + priors.uncertainty["compute_efficiency"]
+    sigma_comm = 1 + priors.uncertainty["collective_efficiency"]
+    low = step_parts(ctx, strategy, sigma_compute, sigma_comm)
+    high = step_parts(ctx, strategy, 1 / sigma_compute, 1 / sigma_comm)
     time = StepTime(step_s=parts.step_s, compute_s=parts.compute_s, framework_s=parts.framework_s,
                     exposed_comm_s=parts.exposed_comm_s, optimizer_s=parts.optimizer_s,
                     offload_s=parts.offload_s, low_s=low.step_s, high_s=high.step_s)

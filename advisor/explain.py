@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from advisor.estimate import estimate
 from advisor.hardware import Cluster, gpu_catalog
+from advisor.memory import does_not_fit, memory_breakdown
 from advisor.model import ModelSpec
 from advisor.priors import Priors
 from advisor.results import Estimate, Settings
 from advisor.strategies import get_strategy
+from advisor.strategies.base import Context, Strategy
 from advisor.units import GiB, gib_text
 from advisor.workload import Workload
 
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
 
 RULE_OF_THUMB = ("FSDP below 10B params or with NVLink, DeepSpeed ZeRO-3 above 10B on limited "
                  "GPUs, ZeRO-Infinity offload when nothing else fits")
-MAX_SCALE_OUT = 64  # try up to 64x the GPUs when looking for a fix
 
 
 def workload_of(s: Settings) -> Workload:
@@ -58,19 +58,23 @@ def cheapest_fix(est: Estimate, space: SearchSpace, cluster: Cluster, model: Mod
     return "a sharded or offloaded strategy (zero3, fsdp, zero3-offload)"
 
 
-def _scale_out(cluster, model, workload, strategy, priors) -> Cluster | None:
-    """The smallest multiple of the current node count on which the plan fits."""
+def _scale_out(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: Strategy,
+               priors: Priors) -> Cluster | None:
+    """The smallest multiple of the current node count on which the plan fits; None when more
+    GPUs stop lowering its memory (nothing sharded is left to shrink) or after 64x."""
+    candidates = []
     if cluster.nodes == 1 and cluster.gpus_per_node < cluster.gpu.node.gpus_per_node:
-        full = cluster.model_copy(update={"gpus_per_node": cluster.gpu.node.gpus_per_node})
-        if estimate(full, model, workload, strategy, priors).fits:
-            return full
-        cluster = full
-    nodes = cluster.nodes
-    while nodes <= cluster.nodes * MAX_SCALE_OUT:
-        nodes *= 2
-        bigger = cluster.with_nodes(nodes)
-        if estimate(bigger, model, workload, strategy, priors).fits:
+        cluster = cluster.model_copy(update={"gpus_per_node": cluster.gpu.node.gpus_per_node})
+        candidates.append(cluster)
+    candidates += [cluster.with_nodes(cluster.nodes * 2**k) for k in range(1, 7)]
+    previous = float("inf")
+    for bigger in candidates:
+        memory = memory_breakdown(Context(bigger, model, workload, priors), strategy)
+        if does_not_fit(memory, priors.offload.host_ram_usable_fraction) is None:
             return bigger
+        if memory.per_gpu_bytes.total >= previous:
+            return None
+        previous = memory.per_gpu_bytes.total
     return None
 
 

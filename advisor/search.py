@@ -1,7 +1,8 @@
 """The recommender: enumerate strategy x micro-batch x checkpointing, prune, rank, explain.
 
 Pruning: for one strategy and checkpointing mode, memory grows with the micro-batch, so the
-micro-batch ladder stops at the first size that does not fit. Per strategy the best fitting plan
+micro-batch ladder stops at the first size that does not fit; candidates are scored (memory,
+and step time only where they fit) without building full estimates. Per strategy the best fitting plan
 (highest tokens/s/GPU, then least memory) is kept; a strategy with no fitting plan keeps its
 smallest-memory plan with the reason and the cheapest fix.
 """
@@ -11,13 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from advisor.errors import Infeasible, InvalidInput
-from advisor.estimate import cluster_info, estimate, model_info, point_estimate
-from advisor.explain import cheapest_fix, explain, workload_of
+from advisor.estimate import cluster_info, estimate, model_info
+from advisor.explain import cheapest_fix, explain
 from advisor.hardware import Cluster
+from advisor.memory import does_not_fit, memory_breakdown
 from advisor.model import ModelSpec
 from advisor.priors import Priors
 from advisor.results import Estimate, Recommendation
 from advisor.strategies import STRATEGY_NAMES, get_strategy
+from advisor.strategies.base import Context, Strategy
+from advisor.timing import step_parts
 from advisor.workload import ACT_CKPTS, MAX_GRAD_ACCUM, ActCkpt, Workload
 
 MICRO_BATCH_LADDER = (1, 2, 4, 8, 16, 32, 64)
@@ -72,10 +76,32 @@ def check_global_batch(space: SearchSpace, world: int) -> None:
                            "accumulation steps at every micro-batch", f"at most {largest}")
 
 
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """A scored point of the search: enough to rank it; the winners become full Estimates."""
+
+    workload: Workload
+    fits: bool
+    memory_bytes: float
+    tokens_per_s_per_gpu: float
+
+
+def _score(ctx: Context, strategy: Strategy) -> _Candidate:
+    """Memory check first; step time only for plans that fit (the rest rank by memory)."""
+    memory = memory_breakdown(ctx, strategy)
+    fits = does_not_fit(memory, ctx.priors.offload.host_ram_usable_fraction) is None
+    tps = 0.0
+    if fits:
+        step = step_parts(ctx, strategy).step_s
+        tps = ctx.workload.tokens_per_step(ctx.world) / step / ctx.world
+    return _Candidate(ctx.workload, fits, memory.per_gpu_bytes.total, tps)
+
+
 def _candidates(space: SearchSpace, cluster: Cluster, model: ModelSpec, priors: Priors,
-                name: str) -> tuple[list[Estimate], int]:
-    strategy = get_strategy(name, space.fsdp_version)
-    found, evaluated = [], 0
+                strategy: Strategy) -> list[_Candidate]:
+    """Checkpointing modes x the micro-batch ladder, each ladder stopped at the first size that
+    does not fit (memory grows with the micro-batch)."""
+    found = []
     for ckpt in space.act_ckpts:
         for mb in space.micro_batches:
             try:
@@ -84,14 +110,11 @@ def _candidates(space: SearchSpace, cluster: Cluster, model: ModelSpec, priors: 
                 continue
             workload = space.base.model_copy(update={"micro_batch": mb, "act_ckpt": ckpt,
                                                      "grad_accum": ga})
-            est = point_estimate(cluster, model, workload, strategy, priors, space.tokens_to_train)
-            evaluated += 1
-            found.append(est)
-            if est.memory is None:  # cannot run on this cluster at all
-                return found, evaluated
-            if not est.fits:
+            candidate = _score(Context(cluster, model, workload, priors), strategy)
+            found.append(candidate)
+            if not candidate.fits:
                 break
-    return found, evaluated
+    return found
 
 
 def _rank_key(e: Estimate) -> tuple:
@@ -106,18 +129,24 @@ def best_per_strategy(space: SearchSpace, cluster: Cluster, model: ModelSpec,
     check_global_batch(space, cluster.num_gpus)
     best, evaluated, infeasible = [], 0, 0
     for name in space.strategies:
-        found, n = _candidates(space, cluster, model, priors, name)
-        evaluated += n
-        infeasible += sum(not e.fits for e in found)
+        strategy = get_strategy(name, space.fsdp_version)
+        try:
+            strategy.check(Context(cluster, model, space.base, priors))
+            cluster.gpu.peak_flops(space.base.precision)
+        except Infeasible:  # cannot run here at all: the estimate carries the reason
+            best.append(estimate(cluster, model, space.base, strategy, priors, space.tokens_to_train))
+            evaluated, infeasible = evaluated + 1, infeasible + 1
+            continue
+        found = _candidates(space, cluster, model, priors, strategy)
+        evaluated += len(found)
+        infeasible += sum(not c.fits for c in found)
         if not found:
             continue
-        top = min(found, key=_rank_key)
-        if top.memory is not None:  # the one returned gets its step-time range
-            top = estimate(cluster, model, workload_of(top.settings), get_strategy(name, space.fsdp_version),
-                           priors, space.tokens_to_train)
-        if not top.fits and top.memory is not None:
-            top = replace(top, fix=cheapest_fix(top, space, cluster, model, priors))
-        best.append(top)
+        top = min(found, key=lambda c: (not c.fits, -c.tokens_per_s_per_gpu if c.fits else c.memory_bytes))
+        est = estimate(cluster, model, top.workload, strategy, priors, space.tokens_to_train)
+        if not est.fits:
+            est = replace(est, fix=cheapest_fix(est, space, cluster, model, priors))
+        best.append(est)
     best.sort(key=_rank_key)
     return best, evaluated, infeasible
 
