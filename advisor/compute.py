@@ -44,13 +44,13 @@ def efficiency(ctx: Context) -> float:
     return min(eff, 0.95)
 
 
-def micro_batch_time(ctx: Context, efficiency_scale: float = 1.0) -> MicroBatchTime:
+def micro_batch_time(ctx: Context) -> MicroBatchTime:
     """Forward and backward seconds for one micro-batch on one GPU."""
     w = ctx.workload
     cp = ctx.priors.compute
     skip = cp.flash_causal_skip if w.flash_attention else 1.0
     tokens = w.micro_batch * w.seq_len
-    rate = ctx.cluster.gpu.peak_flops(w.precision) * efficiency(ctx) * efficiency_scale
+    rate = ctx.cluster.gpu.peak_flops(w.precision) * efficiency(ctx)
     seconds = (ctx.model.dense_flops_per_token() * tokens / rate
                + ctx.model.attention_flops_per_token(w.seq_len) * skip * tokens
                / (rate * cp.attention_efficiency_ratio))

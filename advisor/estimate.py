@@ -21,7 +21,7 @@ from advisor.results import (
     Throughput,
 )
 from advisor.strategies.base import Context, Strategy
-from advisor.timing import step_parts
+from advisor.timing import combine, step_inputs
 from advisor.workload import Workload
 
 
@@ -87,11 +87,12 @@ def estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: S
         return Estimate(fits=False, reason=exc.reason, fix=exc.fix, memory=None,
                         communication=None, time=None, throughput=None, **base)
     memory = memory_breakdown(ctx, strategy)
-    parts = step_parts(ctx, strategy)
+    inputs = step_inputs(ctx, strategy)
+    parts = combine(inputs)
     sigma_compute = 1 + priors.uncertainty["compute_efficiency"]
     sigma_comm = 1 + priors.uncertainty["collective_efficiency"]
-    low = step_parts(ctx, strategy, sigma_compute, sigma_comm)
-    high = step_parts(ctx, strategy, 1 / sigma_compute, 1 / sigma_comm)
+    low = combine(inputs, sigma_compute, sigma_comm)
+    high = combine(inputs, 1 / sigma_compute, 1 / sigma_comm)
     time = StepTime(step_s=parts.step_s, compute_s=parts.compute_s, framework_s=parts.framework_s,
                     exposed_comm_s=parts.exposed_comm_s, optimizer_s=parts.optimizer_s,
                     offload_s=parts.offload_s, low_s=low.step_s, high_s=high.step_s)

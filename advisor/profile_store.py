@@ -14,6 +14,7 @@ import hashlib
 import os
 import sqlite3
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,7 +59,7 @@ def _transaction(write: bool) -> Iterator[sqlite3.Connection]:
         path.parent.mkdir(parents=True, exist_ok=True)
     con = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     try:
-        con.execute("PRAGMA journal_mode=WAL")
+        _use_wal(con)
         con.execute("PRAGMA synchronous=FULL")
         con.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
@@ -70,6 +71,21 @@ def _transaction(write: bool) -> Iterator[sqlite3.Connection]:
             raise
     finally:
         con.close()
+
+
+def _use_wal(con: sqlite3.Connection) -> None:
+    """Switch a new store to write-ahead logging. Switching needs an exclusive lock and SQLite
+    may refuse it at once (no busy handler) while another writer creates the store: retry."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            if con.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                con.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _check_schema(con: sqlite3.Connection, path: Path, create: bool) -> None:

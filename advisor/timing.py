@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from advisor import compute
 from advisor.communication import collective_time_s
-from advisor.strategies.base import Context, HostWork, Strategy
+from advisor.strategies.base import Context, Strategy
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,44 +42,78 @@ def _exposed(every_s: float, once_s: float, window_s: float, ga: int, overlap: f
     return (ga - 1) * max(0.0, every_s - hidden) + max(0.0, every_s + once_s - hidden)
 
 
-def offload_time_s(ctx: Context, host: HostWork, window_s: float, overlap: float) -> float:
-    """Exposed seconds of offload transfers and the CPU optimizer step for one step."""
+@dataclass(frozen=True, slots=True)
+class StepInputs:
+    """The step's terms at the priors' expected values, computed once; `combine` applies the
+    overlap rules, optionally with scaled compute efficiency and bandwidth (the range)."""
+
+    grad_accum: int
+    overlap: float
+    forward_s: float
+    """One micro-batch's forward."""
+    backward_s: float
+    """One micro-batch's backward, recomputation included."""
+    every_s: dict[str, float]
+    """Collective seconds issued every micro-batch, by phase."""
+    once_s: dict[str, float]
+    """Collective seconds issued once per step, by phase."""
+    comm_total_s: float
+    pcie_overlappable_s: float
+    offload_exposed_s: float
+    """Parameter uploads, CPU optimizer and NVMe traffic: not overlapped."""
+    framework_s: float
+    optimizer_s: float
+
+
+def _exposed(every_s: float, once_s: float, window_s: float, ga: int, overlap: float) -> float:
+    hidden = overlap * window_s
+    return (ga - 1) * max(0.0, every_s - hidden) + max(0.0, every_s + once_s - hidden)
+
+
+def step_inputs(ctx: Context, strategy: Strategy) -> StepInputs:
+    ga = ctx.workload.grad_accum
+    every = {"forward": 0.0, "backward": 0.0, "step": 0.0}
+    once = dict(every)
+    total = 0.0
+    for c in strategy.collectives(ctx):
+        t = collective_time_s(c, ctx.cluster, ctx.priors)
+        (every if c.per_micro_batch else once)[c.phase] += t
+        total += t * (ga if c.per_micro_batch else 1)
+    host = strategy.host_work(ctx)
     off = ctx.priors.offload
     pcie_bw = ctx.cluster.pcie_bytes_per_s * off.pcie_efficiency
-    pcie = max(0.0, host.pcie_overlappable_bytes / pcie_bw - overlap * window_s)
-    pcie += host.pcie_exposed_bytes / pcie_bw
     g = ctx.cluster.gpus_per_node
-    rate = (off.deepspeed_cpu_adam_params_per_s_per_node if host.cpu_optimizer == "deepspeed"
-            else off.torch_cpu_adam_params_per_s_per_node)
-    cpu = host.cpu_optimizer_params * g / rate
-    nvme = host.nvme_bytes * g / (ctx.cluster.nvme_bytes_per_s_per_node * off.nvme_efficiency)
-    return pcie + cpu + nvme
+    adam_rate = (off.deepspeed_cpu_adam_params_per_s_per_node if host.cpu_optimizer == "deepspeed"
+                 else off.torch_cpu_adam_params_per_s_per_node)
+    nvme_bw = ctx.cluster.nvme_bytes_per_s_per_node * off.nvme_efficiency
+    kind, modules = strategy.framework_hooks(ctx)
+    mb = compute.micro_batch_time(ctx)
+    return StepInputs(
+        grad_accum=ga, overlap=ctx.priors.overlap[strategy.engine],
+        forward_s=mb.forward_s, backward_s=mb.backward_s, every_s=every, once_s=once,
+        comm_total_s=total, pcie_overlappable_s=host.pcie_overlappable_bytes / pcie_bw,
+        offload_exposed_s=(host.pcie_exposed_bytes / pcie_bw
+                           + host.cpu_optimizer_params * g / adam_rate
+                           + host.nvme_bytes * g / nvme_bw),
+        framework_s=ga * modules * ctx.priors.framework_overhead_s_per_module[kind],
+        optimizer_s=compute.optimizer_step_s(ctx, strategy.gpu_optimizer_params(ctx)))
+
+
+def combine(x: StepInputs, compute_scale: float = 1.0, comm_scale: float = 1.0) -> StepParts:
+    """Seconds per optimizer step. `*_scale` multiply achieved efficiency / bandwidth."""
+    ga, forward, backward = x.grad_accum, x.forward_s / compute_scale, x.backward_s / compute_scale
+    exposed = (x.every_s["step"] * ga + x.once_s["step"]) / comm_scale
+    for phase, window in (("forward", forward), ("backward", backward)):
+        exposed += _exposed(x.every_s[phase] / comm_scale, x.once_s[phase] / comm_scale,
+                            window, ga, x.overlap)
+    pcie = max(0.0, x.pcie_overlappable_s - x.overlap * ga * backward * comm_scale)
+    return StepParts(compute_s=ga * (forward + backward), framework_s=x.framework_s,
+                     exposed_comm_s=exposed, optimizer_s=x.optimizer_s,
+                     offload_s=(pcie + x.offload_exposed_s) / comm_scale,
+                     comm_total_s=x.comm_total_s / comm_scale)
 
 
 def step_parts(ctx: Context, strategy: Strategy, compute_scale: float = 1.0,
                comm_scale: float = 1.0) -> StepParts:
     """Seconds per optimizer step. `*_scale` multiply achieved efficiency / bandwidth (ranges)."""
-    collectives = strategy.collectives(ctx)
-    host = strategy.host_work(ctx)
-    engine = strategy.engine
-    ga = ctx.workload.grad_accum
-    mb = compute.micro_batch_time(ctx, compute_scale)
-    overlap = ctx.priors.overlap[engine]
-    windows = {"forward": mb.forward_s, "backward": mb.backward_s}
-    every = {"forward": 0.0, "backward": 0.0, "step": 0.0}
-    once = dict(every)
-    total = 0.0
-    for c in collectives:
-        t = collective_time_s(c, ctx.cluster, ctx.priors) / comm_scale
-        (every if c.per_micro_batch else once)[c.phase] += t
-        total += t * (ga if c.per_micro_batch else 1)
-    exposed = every["step"] * ga + once["step"]
-    for phase, window in windows.items():
-        exposed += _exposed(every[phase], once[phase], window, ga, overlap)
-    compute_s = ga * (mb.forward_s + mb.backward_s)
-    offload = offload_time_s(ctx, host, ga * mb.backward_s, overlap) / comm_scale
-    kind, modules = strategy.framework_hooks(ctx)
-    framework = ga * modules * ctx.priors.framework_overhead_s_per_module[kind]
-    return StepParts(compute_s=compute_s, framework_s=framework, exposed_comm_s=exposed,
-                     optimizer_s=compute.optimizer_step_s(ctx, strategy.gpu_optimizer_params(ctx)),
-                     offload_s=offload, comm_total_s=total)
+    return combine(step_inputs(ctx, strategy), compute_scale, comm_scale)
