@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from advisor.results import Estimate, Recommendation
-from advisor.units import GB, GiB
+from advisor.units import GB, GiB, duration_text
 
 _COMPONENTS = ("params", "grads", "optimizer", "activations", "logits", "buffers", "overhead")
 
@@ -20,16 +20,6 @@ def make_console() -> Console:
 
 def _gib(n: float) -> str:
     return f"{n / GiB:.1f}"
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 3 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
 
 
 def _plan(e: Estimate) -> str:
@@ -53,7 +43,7 @@ def _ranked_table(rec: Recommendation) -> Table:
             str(i), e.strategy, "yes" if e.fits else "[red]no[/red]", _plan(e), mem,
             f"{e.communication.per_gpu_bytes_per_step.total / GB:.1f}", f"{e.time.step_s:.2f}",
             f"{e.throughput.tokens_per_s_per_gpu:,.0f}", f"{100 * e.throughput.mfu:.1f}%",
-            _duration(e.throughput.time_to_train_s) if e.fits else "-")
+            duration_text(e.throughput.time_to_train_s) if e.fits else "-")
     return table
 
 
@@ -130,4 +120,4 @@ def print_estimate(e: Estimate, console: Console | None = None) -> None:
                   f"{t.exposed_comm_s:.3f}, optimizer {t.optimizer_s:.3f}, offload {t.offload_s:.3f}")
     console.print(f"{tp.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, MFU {100 * tp.mfu:.1f}%, HFU "
                   f"{100 * tp.hfu:.1f}%, {tp.tokens_per_step:,} tokens/step"
-                  + (f", time to train {_duration(tp.time_to_train_s)}" if tp.time_to_train_s else ""))
+                  + (f", time to train {duration_text(tp.time_to_train_s)}" if tp.time_to_train_s else ""))

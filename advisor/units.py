@@ -48,3 +48,14 @@ def gb_per_s_to_bytes_per_s(gb_per_s: float) -> float:
 def gib_text(n_bytes: float) -> str:
     """Bytes as 'N.N GiB' for messages shown to people."""
     return f"{n_bytes / GiB:.1f} GiB"
+
+
+def duration_text(seconds: float | None, missing: str = "-") -> str:
+    """Seconds as minutes, hours or days for people; `missing` when there is no value."""
+    if seconds is None:
+        return missing
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"

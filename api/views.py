@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from advisor.results import Estimate, Recommendation
-from advisor.units import GB, GiB
+from advisor.units import GB, GiB, duration_text
 from api import charts
 
 
@@ -28,16 +28,6 @@ class TableRow:
     fix: str | None
 
 
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 3 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
-
-
 def table_row(rank: int, e: Estimate, chosen: str | None) -> TableRow:
     s = e.settings
     base = dict(rank=rank, strategy=e.strategy, engine=e.engine, fits=e.fits,
@@ -53,7 +43,7 @@ def table_row(rank: int, e: Estimate, chosen: str | None) -> TableRow:
         step=f"{e.time.step_s:.2f}",
         tokens_per_s=f"{e.throughput.tokens_per_s_per_gpu:,.0f}",
         mfu=f"{100 * e.throughput.mfu:.1f}%",
-        time_to_train=duration(e.throughput.time_to_train_s) if e.fits else "–")
+        time_to_train=duration_text(e.throughput.time_to_train_s, "–") if e.fits else "–")
 
 
 def result_context(rec: Recommendation) -> dict:
