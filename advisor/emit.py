@@ -38,17 +38,11 @@ from advisor.plan import (
     reasons,
 )
 from advisor.results import Estimate, Recommendation
-from advisor.units import GB, GiB
+from advisor.units import GB, GiB, duration_text
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 PLAN_MARKER = "<!-- written by advisor: this folder is replaced when a plan is emitted again -->"
 MEMORY_PARTS = ("params", "grads", "optimizer", "activations", "logits", "buffers", "overhead")
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h" if seconds < 3 * 86400 else f"{seconds / 86400:.1f} days"
 
 
 @cache
@@ -60,7 +54,7 @@ def environment() -> jinja2.Environment:
                              autoescape=False)
     env.filters |= {"gib": lambda b: f"{b / GiB:.1f}", "gb": lambda b: f"{b / GB:.2f}",
                     "ms": lambda s: f"{1e3 * s:.0f}", "pct": lambda f: f"{100 * f:.1f}%",
-                    "duration": _duration, "sh": shlex.quote, "json": json.dumps}
+                    "duration": duration_text, "sh": shlex.quote, "json": json.dumps}
     return env
 
 
