@@ -111,28 +111,13 @@ def _run(args: argparse.Namespace) -> None:
         from advisor import catalog
         catalog.print_catalog(args.command, args.json)
         return
-    from advisor.inputs import (
-        EstimateRequest,
-        RecommendRequest,
-        base_workload,
-        resolve_cluster,
-        resolve_estimate,
-        resolve_model,
-        resolve_priors,
-        search_space,
-        validate_request,
-    )
+    from advisor.inputs import EstimateRequest, RecommendRequest, validate_request
+    from advisor.jobs import run_estimate, run_recommend
+
     data = request_data(args)
     if args.command == "estimate":
         data["strategy"] = args.strategy
-        req = validate_request(EstimateRequest, data)
-        from advisor.estimate import estimate
-        from advisor.strategies import get_strategy
-
-        cluster, model, workload = resolve_estimate(req)
-        priors = resolve_priors(req, cluster)
-        result = estimate(cluster, model, workload, get_strategy(req.strategy, req.fsdp_version),
-                          priors, req.tokens)
+        result = run_estimate(validate_request(EstimateRequest, data))
         if args.json:
             print(schemas.to_json(result))
         else:
@@ -141,14 +126,9 @@ def _run(args: argparse.Namespace) -> None:
         return
     if args.strategies is not None:
         data["strategies"] = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    req = validate_request(RecommendRequest, data)
-    from advisor.search import recommend
-
-    cluster, model = resolve_cluster(req), resolve_model(req)
-    space = search_space(req, base_workload(req, cluster, model))
-    result = recommend(space, cluster, model, resolve_priors(req, cluster))
     if args.alternatives and not args.out:
         raise InvalidInput("alternatives", "needs --out", "--out DIR --alternatives N")
+    result, model = run_recommend(validate_request(RecommendRequest, data))
     plans = None
     if args.out:
         from advisor.emit import write_recommendation

@@ -223,15 +223,12 @@ def write_recommendation(rec: Recommendation, model: ModelSpec, out: str | Path,
 def emit_strategy(data: dict, strategy: str, out: str | Path, options: EmitOptions) -> list[Plan]:
     """`advisor emit`: the job in `data` (request fields) under one strategy, at the best
     micro-batch and checkpointing the search finds for it (or those given), written to `out`."""
-    from advisor import inputs
-    from advisor.search import recommend
+    from advisor.inputs import RecommendRequest, validate_request
+    from advisor.jobs import run_recommend
     from advisor.strategies import get_strategy
 
     get_strategy(strategy)  # InvalidInput naming `strategy` for an unknown name
-    req = inputs.validate_request(inputs.RecommendRequest, {**data, "strategies": [strategy]})
-    cluster, model = inputs.resolve_cluster(req), inputs.resolve_model(req)
-    space = inputs.search_space(req, inputs.base_workload(req, cluster, model))
-    rec = recommend(space, cluster, model, inputs.resolve_priors(req, cluster))
+    rec, model = run_recommend(validate_request(RecommendRequest, {**data, "strategies": [strategy]}))
     return write_plans(out, rec.estimates[0], model, options, rec.summary, rec.notes)
 
 

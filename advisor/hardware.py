@@ -7,13 +7,12 @@ A GPU preset is `advisor/data/gpus/<name>.toml`; its file name is its id. Keys c
 from __future__ import annotations
 
 import re
-import tomllib
 from functools import cache
-from importlib import resources
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from advisor.data import load_presets
 from advisor.errors import InvalidInput
 from advisor.units import GiB, TiB, gb_per_s_to_bytes_per_s, gbit_per_s_to_bytes_per_s
 
@@ -140,14 +139,7 @@ class Cluster(BaseModel):
 @cache
 def gpu_catalog() -> dict[str, GPUSpec]:
     """All GPU presets by id, read from `advisor/data/gpus/*.toml` on first use."""
-    catalog = {}
-    for entry in resources.files("advisor.data").joinpath("gpus").iterdir():
-        if entry.name.endswith(".toml"):
-            spec = GPUSpec.model_validate(tomllib.loads(entry.read_text()))
-            if spec.name != entry.name.removesuffix(".toml"):
-                raise ValueError(f"{entry.name}: name {spec.name!r} must equal the file name")
-            catalog[spec.name] = spec
-    return catalog
+    return load_presets("gpus", GPUSpec)
 
 
 def resolve_gpu(name: str) -> tuple[GPUSpec, str | None]:

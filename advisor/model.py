@@ -8,13 +8,12 @@ ratio). The model knows nothing of parallelism; strategies read its counts.
 from __future__ import annotations
 
 import math
-import tomllib
 from functools import cache
-from importlib import resources
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from advisor.data import load_presets
 from advisor.errors import InvalidInput
 
 MAX_PARAMS = 1e13  # 10T: beyond any dense model trained today
@@ -189,14 +188,7 @@ def infer_from_params(params: float) -> ModelSpec:
 @cache
 def model_presets() -> dict[str, ModelSpec]:
     """All model presets by id, read from `advisor/data/models/*.toml` on first use."""
-    presets = {}
-    for entry in resources.files("advisor.data").joinpath("models").iterdir():
-        if entry.name.endswith(".toml"):
-            spec = ModelSpec.model_validate(tomllib.loads(entry.read_text()))
-            if spec.name != entry.name.removesuffix(".toml"):
-                raise ValueError(f"{entry.name}: name {spec.name!r} must equal the file name")
-            presets[spec.name] = spec
-    return presets
+    return load_presets("models", ModelSpec)
 
 
 def preset(name: str) -> ModelSpec:

@@ -17,14 +17,7 @@ from pydantic import ValidationError
 
 from advisor import schemas
 from advisor.errors import AdvisorError, InvalidInput
-from advisor.inputs import (
-    base_workload,
-    resolve_cluster,
-    resolve_estimate,
-    resolve_model,
-    resolve_priors,
-    search_space,
-)
+from advisor.jobs import run_estimate, run_recommend
 from advisor.results import Estimate, Recommendation
 from api.errors import UnsupportedInput
 from api.schemas import EstimateRequest, RecommendRequest
@@ -52,23 +45,12 @@ def guarded(fn: Callable[[], T]) -> T:
 
 @lru_cache(maxsize=CACHE_ENTRIES)
 def _estimate(key: str) -> Estimate:
-    from advisor.estimate import estimate
-    from advisor.strategies import get_strategy
-
-    req = EstimateRequest.model_validate_json(key)
-    cluster, model, workload = resolve_estimate(req)
-    return estimate(cluster, model, workload, get_strategy(req.strategy, req.fsdp_version),
-                    resolve_priors(req, cluster), req.tokens)
+    return run_estimate(EstimateRequest.model_validate_json(key))
 
 
 @lru_cache(maxsize=CACHE_ENTRIES)
 def _recommend(key: str) -> Recommendation:
-    from advisor.search import recommend
-
-    req = RecommendRequest.model_validate_json(key)
-    cluster, model = resolve_cluster(req), resolve_model(req)
-    space = search_space(req, base_workload(req, cluster, model))
-    return recommend(space, cluster, model, resolve_priors(req, cluster))
+    return run_recommend(RecommendRequest.model_validate_json(key))[0]
 
 
 # The JSON text is cached too: serialising a recommendation (~45 KB) costs more than a look-up.

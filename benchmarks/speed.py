@@ -21,17 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-from advisor.inputs import (
-    RecommendRequest,
-    base_workload,
-    resolve_cluster,
-    resolve_model,
-    search_space,
-    validate_request,
-)
-from advisor.priors import default_priors
+from advisor.inputs import RecommendRequest, validate_request
+from advisor.jobs import run_recommend
 from advisor.results import Recommendation
-from advisor.search import recommend
 
 SEARCH_TARGET_MS = 50.0
 COLD_CLI_TARGET_S = 0.5
@@ -53,11 +45,9 @@ print(json.dumps({{"rc": rc, "heavy": sorted(m for m in sys.modules
 
 
 def recommend_once(data: dict) -> Recommendation:
-    """One recommendation from raw request fields, the way `advisor recommend` builds it."""
-    req = validate_request(RecommendRequest, data)
-    cluster, model = resolve_cluster(req), resolve_model(req)
-    space = search_space(req, base_workload(req, cluster, model))
-    return recommend(space, cluster, model, default_priors())
+    """One recommendation from raw request fields, the way `advisor recommend` builds it
+    (shipped priors: a stored calibration profile must not change the figure)."""
+    return run_recommend(validate_request(RecommendRequest, {**data, "profile": "none"}))[0]
 
 
 def time_search(data: dict, runs: int) -> tuple[float, Recommendation]:

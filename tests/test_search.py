@@ -5,25 +5,15 @@ from __future__ import annotations
 import pytest
 
 from advisor.errors import InvalidInput
-from advisor.inputs import (
-    RecommendRequest,
-    base_workload,
-    resolve_cluster,
-    resolve_model,
-    search_space,
-    validate_request,
-)
-from advisor.priors import default_priors
-from advisor.search import MICRO_BATCH_LADDER, recommend
+from advisor.inputs import RecommendRequest, validate_request
+from advisor.jobs import run_recommend
+from advisor.search import MICRO_BATCH_LADDER
 from advisor.strategies import STRATEGY_NAMES
 from advisor.workload import ACT_CKPTS
 
 
 def rec(**fields):
-    req = validate_request(RecommendRequest, fields)
-    cluster, model = resolve_cluster(req), resolve_model(req)
-    return recommend(search_space(req, base_workload(req, cluster, model)), cluster, model,
-                     default_priors())
+    return run_recommend(validate_request(RecommendRequest, fields))[0]
 
 
 def test_13b_on_8xa100():
