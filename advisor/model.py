@@ -116,6 +116,26 @@ class ModelSpec(BaseModel):
         """Exact parameter count: the user's `--params` if given, else the shape's."""
         return self.params_override or self.shape_params
 
+    def parameter_tensors(self) -> list[int]:
+        """Element counts of the parameter tensors in registration order (a Hugging Face
+        decoder: embedding, then per layer q, k, v, o (+ biases), the MLP matrices (+ biases) and
+        the norms, then the final norm and the untied head). DeepSpeed flattens them in this
+        order before partitioning."""
+        h, kv, f = self.hidden, self.kv_dim, self.ffn
+        attention = [h * h, h * kv, h * kv] + ([h, kv, kv] if self.qkv_bias else [])
+        attention += [h * h] + ([h] if self.out_bias else [])
+        mats = 3 if self.gated_mlp else 2
+        mlp = [h * f] * mats + ([f] * (mats - 1) + [h] if self.mlp_bias else [])
+        norm = [h, h] if self.norm_bias else [h]
+        layer = attention + mlp + norm * (1 if self.parallel_block else 2)
+        out = [self.vocab * h]
+        if self.position_embedding == "learned":
+            out.append(self.max_position_embeddings * h)
+        out += layer * self.layers + norm
+        if not self.tied_embeddings:
+            out.append(self.vocab * h)
+        return out
+
     @property
     def modules_per_layer(self) -> int:
         """Submodules of one decoder layer that own parameters or wrap them (hook targets):

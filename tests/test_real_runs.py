@@ -159,10 +159,7 @@ TERMS = [
     Term("zero1", "zero1", "grads", _state("grads"), _ds("grads16", "grads32"), STATES),
     Term("zero1", "zero1", "reduce buckets", _buffer("reduce buckets (2, overlap_comm)"),
          _ds("buckets"), STATES),
-    Term("zero2", "zero2", "grads", _state("grads"), _ds("grads16", "grads32"), STATES,
-         gap="model gap: ZeRO-2 keeps the whole 16-bit gradient of a tensor that straddles its "
-             "partition's edge (all_grad_tensors / averaged_gradients): +10% of the 16-bit "
-             "partition on rank 1 here; up to one largest tensor per rank"),
+    Term("zero2", "zero2", "grads", _state("grads"), _ds("grads16", "grads32"), STATES),
     Term("zero3", "zero3", "grads", _state("grads"), _ds("grads16", "grads32"), STATES),
     Term("zero3", "zero3", "persistent params", _buffer("persistent small params"),
          _ds("persistent16"), STATES),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import ClassVar
 
 from advisor.communication import Collective
@@ -58,6 +59,28 @@ def nvme_param_buffer_elements(model: ModelSpec, world: int) -> int:
     largest = max(model.embedding_params, model.head_params, model.hidden * model.ffn)
     need = math.ceil(largest / world / 1e6) * 1_000_000
     return max(NVME_PARAM_BUFFER_ELEMENTS, need)
+
+
+@lru_cache(maxsize=256)
+def straddle_surplus(model: ModelSpec, world: int) -> int:
+    """Elements a ZeRO-1/2 rank's 16-bit gradient partition holds beyond P/N.
+
+    stage_1_and_2.py `get_partition_info` puts in a rank's partition every tensor that starts
+    inside it and the one that straddles its start, and `copy_grads_in_partition` allocates
+    their whole gradients: a tensor cut by a partition edge is held whole by both ranks. The
+    flat buffer is padded to a multiple of 2 x world (nccl_start_alignment_factor). Returns the
+    largest surplus over ranks (measured on real runs, tests/test_real_runs.py)."""
+    sizes = model.parameter_tensors()
+    total = sum(sizes)
+    partition = -(-total // (2 * world)) * 2
+    held = [0] * world
+    start = 0
+    for size in sizes:
+        first, last = start // partition, (start + size - 1) // partition
+        for rank in range(first, min(last, world - 1) + 1):
+            held[rank] += size
+        start += size
+    return max(0, max(held) - total // world)
 
 
 def persistent_params(model: ModelSpec, threshold: int) -> int:
@@ -191,9 +214,9 @@ class Zero2(_Zero):
 
     def model_states(self, ctx: Context) -> ModelStates:
         s = self._shard(ctx)
-        partition = ctx.bytes.grad * s
+        partition = ctx.bytes.grad * (s + straddle_surplus(ctx.model, ctx.world))
         return ModelStates(params=ctx.bytes.compute * ctx.P, grads=partition + FP32 * s,
-                           optimizer=ctx.fp32_state * s, paper_grads=partition,
+                           optimizer=ctx.fp32_state * s, paper_grads=ctx.bytes.grad * s,
                            grads_at_backward_start=partition if ctx.workload.grad_accum > 1 else 0.0)
 
 
