@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from advisor import compute
-from advisor.communication import bytes_per_gpu, collective_time_s, group_shape
+from advisor.communication import bytes_per_gpu, group_shape
 from advisor.errors import Infeasible
 from advisor.hardware import Cluster
 from advisor.memory import does_not_fit, memory_breakdown
@@ -21,7 +21,7 @@ from advisor.results import (
     Throughput,
 )
 from advisor.strategies.base import Context, Strategy
-from advisor.timing import combine, step_inputs
+from advisor.timing import StepInputs, combine, step_inputs
 from advisor.workload import Workload
 
 
@@ -51,10 +51,11 @@ def settings(ctx: Context, strategy: Strategy) -> Settings:
                     fsdp_version=strategy.fsdp_version, offload=strategy.offload)
 
 
-def _communication(ctx: Context, strategy: Strategy, comm_total_s: float) -> Communication:
+def _communication(ctx: Context, inputs: StepInputs) -> Communication:
+    """Bytes by tier and time per collective, from the step's already-timed collectives."""
     ga = ctx.workload.grad_accum
     reports, intra, inter = [], 0.0, 0.0
-    for c in strategy.collectives(ctx):
+    for c, seconds in inputs.collectives:
         count = ga if c.per_micro_batch else 1
         tiers = bytes_per_gpu(c.op, c.span, c.buffer_bytes, ctx.cluster)
         per_node, nodes = group_shape(c.span, ctx.cluster)
@@ -62,15 +63,15 @@ def _communication(ctx: Context, strategy: Strategy, comm_total_s: float) -> Com
             what=c.what, op=c.op, phase=c.phase, span=c.span, group_size=per_node * nodes,
             count_per_step=count, buffer_bytes=c.buffer_bytes,
             intra_node_bytes=count * tiers.intra_node, inter_node_bytes=count * tiers.inter_node,
-            time_s=count * collective_time_s(c, ctx.cluster, ctx.priors)))
+            time_s=count * seconds))
         intra += count * tiers.intra_node
         inter += count * tiers.inter_node
-    host = strategy.host_work(ctx)
+    host = inputs.host
     return Communication(
         per_gpu_bytes_per_step=CommBytes(total=intra + inter, intra_node=intra, inter_node=inter),
         collectives=reports,
         pcie_bytes_per_step=host.pcie_overlappable_bytes + host.pcie_exposed_bytes,
-        nvme_bytes_per_step=host.nvme_bytes, time_s=comm_total_s)
+        nvme_bytes_per_step=host.nvme_bytes, time_s=inputs.comm_total_s)
 
 
 def estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: Strategy,
@@ -107,5 +108,5 @@ def estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: S
                          if tokens_to_train else None))
     reason = does_not_fit(memory, priors.offload.host_ram_usable_fraction)
     return Estimate(fits=reason is None, reason=reason, fix=None, memory=memory,
-                    communication=_communication(ctx, strategy, parts.comm_total_s),
+                    communication=_communication(ctx, inputs),
                     time=time, throughput=throughput, **base)

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from advisor import compute
-from advisor.communication import collective_time_s
-from advisor.strategies.base import Context, Strategy
+from advisor.communication import Collective, collective_time_s
+from advisor.strategies.base import Context, HostWork, Strategy
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +49,9 @@ class StepInputs:
 
     grad_accum: int
     overlap: float
+    collectives: tuple[tuple[Collective, float], ...]
+    """Each collective the strategy issues and its seconds per occurrence."""
+    host: HostWork
     forward_s: float
     """One micro-batch's forward."""
     backward_s: float
@@ -75,8 +78,8 @@ def step_inputs(ctx: Context, strategy: Strategy) -> StepInputs:
     every = {"forward": 0.0, "backward": 0.0, "step": 0.0}
     once = dict(every)
     total = 0.0
-    for c in strategy.collectives(ctx):
-        t = collective_time_s(c, ctx.cluster, ctx.priors)
+    timed = tuple((c, collective_time_s(c, ctx.cluster, ctx.priors)) for c in strategy.collectives(ctx))
+    for c, t in timed:
         (every if c.per_micro_batch else once)[c.phase] += t
         total += t * (ga if c.per_micro_batch else 1)
     host = strategy.host_work(ctx)
@@ -89,7 +92,7 @@ def step_inputs(ctx: Context, strategy: Strategy) -> StepInputs:
     kind, modules = strategy.framework_hooks(ctx)
     mb = compute.micro_batch_time(ctx)
     return StepInputs(
-        grad_accum=ga, overlap=ctx.priors.overlap[strategy.engine],
+        grad_accum=ga, overlap=ctx.priors.overlap[strategy.engine], collectives=timed, host=host,
         forward_s=mb.forward_s, backward_s=mb.backward_s, every_s=every, once_s=once,
         comm_total_s=total, pcie_overlappable_s=host.pcie_overlappable_bytes / pcie_bw,
         offload_exposed_s=(host.pcie_exposed_bytes / pcie_bw
