@@ -92,10 +92,15 @@ def stack_bytes(model: ModelSpec, workload: Workload, residual: int) -> float:
 
 
 def logits_bytes(model: ModelSpec, workload: Workload, residual: int) -> float:
-    """Output head and loss at the start of backward, the peak for large vocabularies (HF
-    `ForCausalLMLoss`: logits.float() then cross-entropy): the saved fp32 log-softmax (4 B) and
-    the two fp32 gradients backward makes from it (4 + 4 B): 12 * s * b * V. (In forward, bf16
-    logits + fp32 upcast + log-softmax are 10 B, less.) Plus the final norm's saved tensors."""
+    """Output head and loss at the start of backward, the peak for large vocabularies, plus the
+    final norm's saved tensors.
+    HF `ForCausalLMLoss` (logits.float() then cross-entropy): the saved fp32 log-softmax (4 B)
+    and the two fp32 gradients backward makes from it (4 + 4 B): 12 * s * b * V. (In forward,
+    bf16 logits + fp32 upcast + log-softmax are 10 B, less.)
+    A fused cross-entropy (`workload.fused_loss`; flash-attn's CrossEntropyLoss keeps the logits
+    and a per-row fp32 log-sum-exp, and writes the logits' gradient): 2 elements of the compute
+    dtype, 4 * s * b * V in bf16."""
     s, b = workload.seq_len, workload.micro_batch
     final_norm = _norm_bytes(model, workload, residual, consumers=1) * s * b * model.hidden
-    return 12.0 * s * b * model.vocab + final_norm
+    per_logit = 2.0 * element_bytes(workload) if workload.fused_loss else 12.0
+    return per_logit * s * b * model.vocab + final_norm

@@ -51,6 +51,12 @@ def add_job_flags(p: argparse.ArgumentParser) -> None:
     w.add_argument("--act-ckpt", choices=ACT_CKPTS)
     w.add_argument("--no-flash-attention", dest="flash_attention", action="store_false")
     w.add_argument("--compile", action="store_true", help="torch.compile")
+    w.add_argument("--sync-each-micro-batch", action=argparse.BooleanOptionalAction,
+                   help="reduce gradients every micro-batch, not once per step (Accelerate "
+                   "sync_each_batch): with accumulation, FSDP keeps only sharded gradients; "
+                   "recommend tries both for FSDP when unset, estimate assumes --no-...")
+    w.add_argument("--fused-loss", action="store_true",
+                   help="a fused cross-entropy kernel (no fp32 copy of the logits)")
     w.add_argument("--fsdp-version", type=int, choices=(1, 2), default=2)
     c.add_argument("--profile", help="calibration profile name (see `advisor profiles`); 'none' "
                    "for the shipped priors; default: the newest profile of this GPU, if any")
@@ -86,7 +92,8 @@ _REQUEST_KEYS = ("params", "model", "layers", "hidden", "heads", "kv_heads", "ff
                  "gated_mlp", "tied_embeddings", "gpus", "gpus_per_node", "inter_node_gbps",
                  "cpu_ram_gib", "nvme_gbps", "seq_len", "micro_batch", "grad_accum",
                  "global_batch_tokens", "tokens", "precision", "optimizer", "act_ckpt",
-                 "flash_attention", "compile", "fsdp_version", "profile")
+                 "flash_attention", "compile", "sync_each_micro_batch", "fused_loss",
+                 "fsdp_version", "profile")
 
 
 def request_data(args: argparse.Namespace) -> dict:

@@ -92,6 +92,13 @@ def script_notes(e: Estimate, deepspeed: Tree | None) -> list[str]:
         notes.append("selective activation checkpointing (recompute norms, activations and attention "
                      "internals, keep matmul outputs) is applied in the model code, e.g. torch's "
                      "`create_selective_checkpoint_contexts` policy; Accelerate has no switch for it")
+    if e.settings.sync_each_micro_batch and e.settings.grad_accum > 1:
+        notes.append("the estimate reduces gradients every micro-batch: create the Accelerator with "
+                     "`gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps="
+                     f"{e.settings.grad_accum}, sync_each_batch=True)`")
+    if e.settings.fused_loss:
+        notes.append("the estimate assumes a fused cross-entropy that keeps no fp32 copy of the "
+                     "logits, e.g. flash-attn's `CrossEntropyLoss` or Liger Kernel's")
     if e.settings.flash_attention:
         notes.append("the estimate assumes flash attention: load the model with "
                      "`attn_implementation=\"flash_attention_2\"` or `\"sdpa\"`")

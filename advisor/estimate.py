@@ -48,6 +48,7 @@ def settings(ctx: Context, strategy: Strategy) -> Settings:
                     global_batch_tokens=w.tokens_per_step(ctx.world), seq_len=w.seq_len,
                     act_ckpt=w.act_ckpt, precision=w.precision, optimizer=w.optimizer,
                     flash_attention=w.flash_attention, compile=w.compile,
+                    sync_each_micro_batch=w.sync_each_micro_batch, fused_loss=w.fused_loss,
                     fsdp_version=strategy.fsdp_version, offload=strategy.offload)
 
 

@@ -76,6 +76,11 @@ class JobRequest(BaseModel):
     """Activation checkpointing; recommend searches all when unset, estimate uses none."""
     flash_attention: bool = True
     compile: bool = False
+    sync_each_micro_batch: bool | None = None
+    """Reduce gradients every micro-batch, not once per step (Accelerate sync_each_batch);
+    recommend tries both for FSDP with accumulation when unset, estimate uses false."""
+    fused_loss: bool = False
+    """A fused cross-entropy kernel (no fp32 copy of the logits)."""
     fsdp_version: Literal[1, 2] = 2
     profile: str | None = Field(default=None, max_length=128)
     """Calibration profile name; "none" for the shipped priors; unset: the newest profile
@@ -180,7 +185,8 @@ def base_workload(req: JobRequest, cluster: Cluster, model: ModelSpec) -> Worklo
     return Workload(seq_len=req.seq_len, micro_batch=req.micro_batch or 1,
                     grad_accum=req.grad_accum or 1, precision=precision, optimizer=req.optimizer,
                     act_ckpt=req.act_ckpt or "none", flash_attention=req.flash_attention,
-                    compile=req.compile)
+                    compile=req.compile, sync_each_micro_batch=bool(req.sync_each_micro_batch),
+                    fused_loss=req.fused_loss)
 
 
 def resolve_estimate(req: EstimateRequest) -> tuple[Cluster, ModelSpec, Workload]:
@@ -213,6 +219,8 @@ def search_space(req: JobRequest, workload: Workload) -> SearchSpace:
         base=workload,
         micro_batches=(req.micro_batch,) if req.micro_batch else MICRO_BATCH_LADDER,
         act_ckpts=(req.act_ckpt,) if req.act_ckpt else ACT_CKPTS,
+        sync_options=((req.sync_each_micro_batch,) if req.sync_each_micro_batch is not None
+                      else (False, True)),
         grad_accum=req.grad_accum,
         global_batch_tokens=int(req.global_batch_tokens) if req.global_batch_tokens else None,
         strategies=strategies, fsdp_version=req.fsdp_version, tokens_to_train=req.tokens)

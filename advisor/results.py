@@ -135,6 +135,9 @@ class Settings:
     optimizer: str
     flash_attention: bool
     compile: bool
+    sync_each_micro_batch: bool
+    """Gradients reduced every micro-batch rather than once per step."""
+    fused_loss: bool
     fsdp_version: int | None
     """FSDP strategies only."""
     offload: str

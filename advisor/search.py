@@ -35,6 +35,9 @@ class SearchSpace:
     """Precision, optimizer, sequence length, flash/compile; micro-batch and ckpt overridden."""
     micro_batches: tuple[int, ...] = MICRO_BATCH_LADDER
     act_ckpts: tuple[ActCkpt, ...] = ACT_CKPTS
+    sync_options: tuple[bool, ...] = (False, True)
+    """`Workload.sync_each_micro_batch` values tried for FSDP plans with accumulation (it trades
+    the unsharded gradient buffer for a reduce-scatter per micro-batch); other plans keep base's."""
     grad_accum: int | None = None
     """Fixed gradient accumulation; None: 1, or derived from global_batch_tokens."""
     global_batch_tokens: int | None = None
@@ -99,21 +102,26 @@ def _score(ctx: Context, strategy: Strategy) -> _Candidate:
 
 def _candidates(space: SearchSpace, cluster: Cluster, model: ModelSpec, priors: Priors,
                 strategy: Strategy) -> list[_Candidate]:
-    """Checkpointing modes x the micro-batch ladder, each ladder stopped at the first size that
-    does not fit (memory grows with the micro-batch)."""
+    """Checkpointing modes (x gradient-sync modes for FSDP) x the micro-batch ladder, each ladder
+    stopped at the first size that does not fit (memory grows with the micro-batch)."""
+    syncs = space.sync_options if strategy.family == "fsdp" else (space.base.sync_each_micro_batch,)
     found = []
     for ckpt in space.act_ckpts:
-        for mb in space.micro_batches:
-            try:
-                ga = grad_accum_for(space, mb, cluster.num_gpus)
-            except Infeasible:
-                continue
-            workload = space.base.model_copy(update={"micro_batch": mb, "act_ckpt": ckpt,
-                                                     "grad_accum": ga})
-            candidate = _score(Context(cluster, model, workload, priors), strategy)
-            found.append(candidate)
-            if not candidate.fits:
-                break
+        for sync in syncs:
+            for mb in space.micro_batches:
+                try:
+                    ga = grad_accum_for(space, mb, cluster.num_gpus)
+                except Infeasible:
+                    continue
+                if sync and ga == 1 and len(syncs) > 1:
+                    continue  # the same plan as without
+                workload = space.base.model_copy(update={
+                    "micro_batch": mb, "act_ckpt": ckpt, "grad_accum": ga,
+                    "sync_each_micro_batch": sync})
+                candidate = _score(Context(cluster, model, workload, priors), strategy)
+                found.append(candidate)
+                if not candidate.fits:
+                    break
     return found
 
 

@@ -44,6 +44,16 @@ class Workload(BaseModel):
     """Memory-efficient attention (no s x s scores kept, causal blocks skipped)."""
     compile: bool = False
     """torch.compile: fused norms and pointwise ops (less activation memory, higher efficiency)."""
+    sync_each_micro_batch: bool = False
+    """Reduce gradients after every micro-batch instead of once per optimizer step (Accelerate's
+    `GradientAccumulationPlugin(sync_each_batch=True)`; what Composer / llm-foundry FSDP always
+    does). With accumulation, FSDP then keeps only its sharded gradients (no unsharded buffer)
+    and reduce-scatters every micro-batch; DDP all-reduces every micro-batch. DeepSpeed ZeRO
+    reduces every micro-batch either way."""
+    fused_loss: bool = False
+    """A fused cross-entropy kernel that reads the 16-bit logits without an fp32 copy
+    (flash-attn's `CrossEntropyLoss`, llm-foundry's default): the loss holds the logits and
+    their gradient, 2 elements, instead of HF's fp32 upcast (see activations.logits_bytes)."""
 
     def tokens_per_step(self, data_parallel: int) -> int:
         """Global batch in tokens: micro_batch x seq_len x grad_accum x data-parallel ranks."""

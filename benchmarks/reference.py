@@ -65,7 +65,11 @@ def _mpt(row: dict, notes: dict) -> ModelSpec:
 
 
 def llm_foundry_cases() -> list[Case]:
-    """MosaicML llm-foundry rows: FSDP1 FULL_SHARD / SHARD_GRAD_OP, one row per benchmark."""
+    """MosaicML llm-foundry rows: FSDP1 FULL_SHARD / SHARD_GRAD_OP, one row per benchmark.
+
+    As llm-foundry runs them: Composer reduce-scatters every micro-batch under FSDP (its
+    `ddp_sync_context` applies no_sync only to DDP), and MPT's default loss is flash-attn's
+    fused cross-entropy (`loss_fn: fused_crossentropy`)."""
     cases = []
     with open(REFERENCE / "throughput.csv") as f:
         rows = list(csv.DictReader(f))
@@ -78,7 +82,8 @@ def llm_foundry_cases() -> list[Case]:
         workload = Workload(seq_len=int(row["seq_len"]), micro_batch=mb,
                             grad_accum=max(1, gb // (mb * n)),
                             precision="fp8" if "fp8" in row["precision"] else "bf16",
-                            act_ckpt=row["act_ckpt"] or "none")
+                            act_ckpt=row["act_ckpt"] or "none",
+                            sync_each_micro_batch=True, fused_loss=True)
         name = "fsdp-grad-op" if "SHARD_GRAD_OP" in row["strategy"] else "fsdp"
         cases.append(Case(
             source="llm-foundry", cluster=parse_cluster(f"{n}x{GPU[row['gpu']]}"),

@@ -4,7 +4,8 @@ Every rank holds the whole model in fp32, its fp32 gradients and the optimizer s
 makes 16-bit copies of the weights in forward and keeps them for backward. The reducer copies
 gradients into flat buckets (bucket_cap_mb=25, gradient_as_bucket_view=False: PyTorch defaults,
 torch/nn/parallel/distributed.py) and all-reduces each bucket during backward; with gradient
-accumulation Accelerate runs `no_sync`, so gradients are reduced once per step.
+accumulation Accelerate runs `no_sync`, so gradients are reduced once per step (every
+micro-batch with `sync_each_micro_batch`).
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ class DDP:
     def collectives(self, ctx: Context) -> list[Collective]:
         return [Collective(op="all_reduce", phase="backward", span="cluster",
                            buffer_bytes=self._weight_bytes(ctx) * ctx.P,
-                           bucket_bytes=DDP_BUCKET_BYTES, per_micro_batch=False,
+                           bucket_bytes=DDP_BUCKET_BYTES,
+                           per_micro_batch=ctx.workload.sync_each_micro_batch,
                            what="gradient all-reduce")]
 
     def host_work(self, ctx: Context) -> HostWork:

@@ -12,7 +12,10 @@ buffer are held; zero_grad() has set the sharded gradients to None, so they exis
 optimizer step. SHARD_GRAD_OP (reshard_after_forward=False) keeps every unit gathered from
 forward until its backward. With gradient accumulation Accelerate skips gradient sync
 (FSDP2 `set_requires_gradient_sync(False)`, FSDP1 `no_sync`): unsharded 16-bit gradients of the
-whole model accumulate on the GPU and one reduce-scatter runs per step.
+whole model accumulate on the GPU and one reduce-scatter runs per step. With
+`sync_each_micro_batch` (Accelerate's sync_each_batch; Composer never skips the sync under FSDP)
+every micro-batch reduce-scatters and the fp32 sharded gradients accumulate instead: they are
+alive at the start of every backward after the first.
 FSDP1 differs in its allocator behaviour (recordStream, flat parameters), which the overhead
 priors carry (fragmentation_fsdp1), and in its overlap prior.
 """
@@ -62,14 +65,19 @@ class _FSDP:
         weights = ctx.bytes.master or ctx.bytes.compute
         return weights + FP32 + ctx.optimizer_state
 
+    def _unsharded_accumulation(self, ctx: Context) -> bool:
+        """Gradient accumulation with the sync skipped: unsharded gradients build up."""
+        return ctx.workload.grad_accum > 1 and not ctx.workload.sync_each_micro_batch
+
     def model_states(self, ctx: Context) -> ModelStates:
         s = self._shard(ctx)
         weights = ctx.bytes.master or ctx.bytes.compute
         if self.cpu_offload:
             return ModelStates(params=0.0, grads=0.0, optimizer=0.0,
                                cpu=self._sharded_bytes_per_param(ctx) * s)
-        return ModelStates(params=weights * s, grads=FP32 * s,
-                           optimizer=ctx.optimizer_state * s)
+        accumulating = ctx.workload.grad_accum > 1 and ctx.workload.sync_each_micro_batch
+        return ModelStates(params=weights * s, grads=FP32 * s, optimizer=ctx.optimizer_state * s,
+                           grads_at_backward_start=FP32 * s if accumulating else 0.0)
 
     def buffers(self, ctx: Context) -> Buffers:
         m, c, g = ctx.model, ctx.bytes.compute, ctx.bytes.grad
@@ -79,7 +87,7 @@ class _FSDP:
             items["all-gather buffer (one unit)"] = c * m.layer_params
         else:
             items[f"gathered layer units ({m.layers})"] = c * m.layers * m.layer_params
-        if ctx.workload.grad_accum > 1:
+        if self._unsharded_accumulation(ctx):
             items["unsharded gradients (no_sync accumulation)"] = g * ctx.P
         return Buffers(items)
 
@@ -93,18 +101,19 @@ class _FSDP:
         unit = ctx.bytes.compute * m.layer_params
         param = ctx.bytes.compute * ctx.P
         grad = ctx.bytes.grad * ctx.P
+        every = ctx.workload.sync_each_micro_batch
         out = [Collective("all_gather", "forward", span, param, unit, True,
                           "parameter all-gather (forward)")]
         if self.reshard_after_forward:
             out.append(Collective("all_gather", "backward", span, param, unit, True,
                                   "parameter all-gather (backward)"))
         out.append(Collective("reduce_scatter", "backward", span, grad, ctx.bytes.grad * m.layer_params,
-                              False, "gradient reduce-scatter"))
+                              every, "gradient reduce-scatter"))
         if self.hybrid:
             shard_grad = grad / ctx.cluster.gpus_per_node
             out.append(Collective("all_reduce", "backward", "across_nodes", shard_grad,
                                   ctx.bytes.grad * m.layer_params / ctx.cluster.gpus_per_node,
-                                  False, "gradient all-reduce across nodes (replicas)"))
+                                  every, "gradient all-reduce across nodes (replicas)"))
         return out
 
     def host_work(self, ctx: Context) -> HostWork:
@@ -112,8 +121,9 @@ class _FSDP:
             return HostWork()
         s, ga = self._shard(ctx), ctx.workload.grad_accum
         gathers = 2 if self.reshard_after_forward else 1
-        # fp32 shards go up before every all-gather; fp32 gradient shards come down once.
-        return HostWork(pcie_overlappable_bytes=gathers * ga * FP32 * s + FP32 * s,
+        downloads = ga if ctx.workload.sync_each_micro_batch else 1
+        # fp32 shards go up before every all-gather; fp32 gradient shards come down per sync.
+        return HostWork(pcie_overlappable_bytes=gathers * ga * FP32 * s + downloads * FP32 * s,
                         cpu_optimizer_params=s, cpu_optimizer="torch")
 
     def gpu_optimizer_params(self, ctx: Context) -> float:
