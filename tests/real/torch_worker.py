@@ -9,6 +9,11 @@ Cases (keys of the result):
   fsdp2-bf16  fully_shard per decoder layer + root, MixedPrecisionPolicy(param_dtype=bf16,
               reduce_dtype=bf16) as Accelerate sets it; sharded parameters stay fp32. Gradient
               accumulation 2 with set_requires_gradient_sync(False) on the first micro-batch.
+  fsdp2-bf16-sync-each
+              the same, gradients reduce-scattered every micro-batch (Accelerate's
+              sync_each_batch=True: the sync is never turned off).
+FSDP2 cases record the gradients a rank holds when the last micro-batch's backward starts
+(after its forward): the sharded .grad (local shards) and the unsharded gradients no_sync keeps.
 """
 
 from __future__ import annotations
@@ -19,10 +24,16 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
-from calibration.measure import ActivationProbe, ddp_bucket_bytes, fsdp2_unsharded_grad_bytes, module_states
+from calibration.measure import (
+    ActivationProbe,
+    ddp_bucket_bytes,
+    fsdp2_unsharded_grad_bytes,
+    module_states,
+    storage_bytes,
+)
 from calibration.tiny_llama import TinyLlama, TinyLlamaConfig, sample_batch
 from tests.real.common import MICRO_BATCH, SEQ_LEN, STEPS, init, write_and_exit
 
@@ -53,7 +64,17 @@ def ddp_case(cfg: TinyLlamaConfig, precision: str, rank: int) -> dict:
             "activations": asdict(probe.result), "loss": loss.item()}
 
 
-def fsdp2_case(cfg: TinyLlamaConfig, rank: int, grad_accum: int = 2) -> dict:
+def _fsdp2_sharded_grad_bytes(model: torch.nn.Module) -> int:
+    """The sharded parameters' .grad (local shards), from FSDP2's own parameter records: while a
+    unit is gathered (the root after forward) model.parameters() yields its unsharded copies."""
+    grads = [fsdp_param.sharded_param.grad for module in model.modules()
+             if isinstance(module, FSDPModule)
+             for fsdp_param in module._get_fsdp_state()._fsdp_param_group.fsdp_params]
+    return storage_bytes(grads)
+
+
+def fsdp2_case(cfg: TinyLlamaConfig, rank: int, sync_each_micro_batch: bool,
+               grad_accum: int = 2) -> dict:
     torch.manual_seed(0)
     model = TinyLlama(cfg)
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)
@@ -65,18 +86,19 @@ def fsdp2_case(cfg: TinyLlamaConfig, rank: int, grad_accum: int = 2) -> dict:
     probe = ActivationProbe(model.layers, model)
     for step in range(STEPS):
         for micro in range(grad_accum):
-            model.set_requires_gradient_sync(micro == grad_accum - 1)
+            model.set_requires_gradient_sync(sync_each_micro_batch or micro == grad_accum - 1)
             measured = step == STEPS - 1 and micro == 0
             with probe if measured else nullcontext():
                 loss, _ = model(ids, labels)
+            if micro == grad_accum - 1:  # what the last backward starts with
+                backward_start = {"sharded_grads": _fsdp2_sharded_grad_bytes(model),
+                                  "unsharded_grads": fsdp2_unsharded_grad_bytes(model)}
             (loss / grad_accum).backward()
-            if micro == 0:
-                unsharded = fsdp2_unsharded_grad_bytes(model)  # held until the synced backward
         states = module_states(model, opt)
         opt.step()
         opt.zero_grad()
-    return {"workload": _workload("bf16", grad_accum), "states": asdict(states),
-            "buffers": {"unsharded_grads_no_sync": unsharded},
+    workload = {**_workload("bf16", grad_accum), "sync_each_micro_batch": sync_each_micro_batch}
+    return {"workload": workload, "states": asdict(states), "backward_start": backward_start,
             "activations": asdict(probe.result), "loss": loss.item()}
 
 
@@ -86,7 +108,8 @@ def main(out: Path) -> None:
     results = {"tiny": asdict(cfg),
                "ddp-bf16": ddp_case(cfg, "bf16", rank),
                "ddp-fp32": ddp_case(cfg, "fp32", rank),
-               "fsdp2-bf16": fsdp2_case(cfg, rank)}
+               "fsdp2-bf16": fsdp2_case(cfg, rank, sync_each_micro_batch=False),
+               "fsdp2-bf16-sync-each": fsdp2_case(cfg, rank, sync_each_micro_batch=True)}
     write_and_exit(results, out)
 
 
