@@ -1,9 +1,11 @@
 """Compute time: FLOPs through size-dependent efficiency data, and the optimizer step.
 
-    t = dense FLOPs / (peak(precision) * efficiency)
-        + attention FLOPs * causal_skip / (peak(precision) * efficiency * attention_ratio)
+    t = dense FLOPs / (peak(precision) * efficiency * fp8_ratio (if fp8))
+        + attention FLOPs * causal_skip / (peak(attention precision) * efficiency
+                                           * attention_efficiency[arch])
     efficiency = gemm_efficiency[arch](hidden) * t_mb / (t_mb + half_tokens)
-                 * compile_speedup (if compiled) * fp8_ratio (if fp8)
+                 * compile_speedup (if compiled)
+    attention precision = bf16 under fp8 (Transformer Engine casts the linear layers only)
 
 Dense FLOPs are the weight matmuls the GPU executes (`ModelSpec.dense_flops_per_token`);
 attention (`attention_flops_per_token`) runs in its own kernel at its own efficiency (flash
@@ -29,8 +31,8 @@ class MicroBatchTime:
     """Includes recomputation."""
 
 
-def efficiency(ctx: Context) -> float:
-    """Achieved fraction of the dense peak for this model, micro-batch and precision."""
+def _kernel_efficiency(ctx: Context) -> float:
+    """Achieved fraction of the peak of the precision a kernel runs in, fp8 ratio excluded."""
     cp = ctx.priors.compute
     w = ctx.workload
     arch = ctx.cluster.gpu.architecture
@@ -39,21 +41,35 @@ def efficiency(ctx: Context) -> float:
     eff *= tokens / (tokens + cp.micro_batch_half_tokens)
     if w.compile:
         eff *= cp.compile_speedup
-    if w.precision == "fp8":
-        eff *= cp.fp8_efficiency_ratio
     return min(eff, 0.95)
+
+
+def efficiency(ctx: Context) -> float:
+    """Achieved fraction of the dense peak for this model, micro-batch and precision."""
+    eff = _kernel_efficiency(ctx)
+    if ctx.workload.precision == "fp8":
+        eff *= ctx.priors.compute.fp8_efficiency_ratio
+    return eff
+
+
+def attention_precision(precision: str) -> str:
+    """The precision attention runs in: fp8 recipes (Transformer Engine's default) cast only
+    the linear layers' GEMMs to fp8; flash attention stays in bf16."""
+    return "bf16" if precision == "fp8" else precision
 
 
 def micro_batch_time(ctx: Context) -> MicroBatchTime:
     """Forward and backward seconds for one micro-batch on one GPU."""
     w = ctx.workload
     cp = ctx.priors.compute
+    gpu = ctx.cluster.gpu
     skip = cp.flash_causal_skip if w.flash_attention else 1.0
     tokens = w.micro_batch * w.seq_len
-    rate = ctx.cluster.gpu.peak_flops(w.precision) * efficiency(ctx)
-    seconds = (ctx.model.dense_flops_per_token() * tokens / rate
-               + ctx.model.attention_flops_per_token(w.seq_len) * skip * tokens
-               / (rate * cp.attention_efficiency_ratio))
+    dense_rate = gpu.peak_flops(w.precision) * efficiency(ctx)
+    attention_rate = (gpu.peak_flops(attention_precision(w.precision)) * _kernel_efficiency(ctx)
+                      * ctx.priors.attention_efficiency[ctx.cluster.gpu.architecture])
+    seconds = (ctx.model.dense_flops_per_token() * tokens / dense_rate
+               + ctx.model.attention_flops_per_token(w.seq_len) * skip * tokens / attention_rate)
     forward = seconds / 3
     recompute = {"none": 0.0, "selective": cp.selective_recompute_fraction, "full": 1.0}[w.act_ckpt]
     return MicroBatchTime(forward_s=forward, backward_s=2 * forward + recompute * forward)

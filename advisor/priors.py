@@ -51,6 +51,8 @@ class CollectivePriors(_Strict):
     """Achieved fraction of the per-direction NVLink/PCIe bandwidth (NVLS can exceed ring's 1)."""
     inter_efficiency: float = Field(gt=0, le=1.2)
     """Achieved fraction of each GPU's share of the node's network bandwidth."""
+    interference: float = Field(ge=0, le=1)
+    """Fraction of overlapped collective time that still adds to the step (timing.py)."""
 
 
 class ComputePriors(_Strict):
@@ -58,7 +60,6 @@ class ComputePriors(_Strict):
     compile_speedup: float = Field(gt=0)
     fp8_efficiency_ratio: float = Field(gt=0, le=1)
     flash_causal_skip: float = Field(gt=0, le=1)
-    attention_efficiency_ratio: float = Field(gt=0, le=2)
     selective_recompute_fraction: float = Field(ge=0)
     hbm_efficiency: float = Field(gt=0, le=1)
 
@@ -90,6 +91,9 @@ class Priors(_Strict):
 
     gemm_efficiency: dict[str, Curve]
     """By GPU architecture: efficiency vs hidden size."""
+    attention_efficiency: dict[str, float]
+    """By GPU architecture: the attention kernel's achieved efficiency as a fraction of the
+    GEMM efficiency (compute.py). Every architecture with a GEMM curve has one."""
     collective: CollectivePriors
     overlap: dict[str, float]
     framework_overhead_s_per_module: dict[str, float]
@@ -100,12 +104,22 @@ class Priors(_Strict):
     uncertainty: dict[str, float]
     source: str = "advisor/data/priors.toml"
 
+    @model_validator(mode="after")
+    def _attention_for_every_arch(self) -> Priors:
+        missing = sorted(set(self.gemm_efficiency) - set(self.attention_efficiency))
+        if missing:
+            raise ValueError(f"attention_efficiency has no value for {', '.join(missing)}")
+        if any(not 0 < v <= 2 for v in self.attention_efficiency.values()):
+            raise ValueError("attention_efficiency values must be in (0, 2]")
+        return self
+
 
 def priors_from_toml(raw: dict, source: str) -> Priors:
     """Map the TOML layout (unit-named keys) onto `Priors`."""
     return Priors(
         gemm_efficiency={arch: Curve(x=c["hidden"], y=c["efficiency"])
                          for arch, c in raw["gemm_efficiency"].items()},
+        attention_efficiency=raw["attention_efficiency"],
         collective=CollectivePriors(**raw["collective"]),
         overlap=raw["overlap"],
         framework_overhead_s_per_module=raw["framework_overhead_s_per_module"],

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from advisor import profile_store as store
 from advisor.errors import InvalidInput
@@ -89,6 +89,25 @@ class Profile(_Strict):
     """Raw probe and strategy-run results (layout: calibration/probes.py, strategy_runs.py)."""
     notes: list[str] = []
 
+    @model_validator(mode="before")
+    @classmethod
+    def _rename_legacy_terms(cls, data: Any) -> Any:
+        """Profiles saved before the attention ratio became per-architecture carry it as
+        `compute.attention_efficiency_ratio`; read it as `attention_efficiency.<arch>`."""
+        if not isinstance(data, dict):
+            return data
+        compute = (data.get("overrides") or {}).get("compute") or {}
+        if "attention_efficiency_ratio" not in compute:
+            return data
+        arch = _architecture(data.get("catalog_gpu"), data.get("device_spec"))
+        overrides = {**data["overrides"], "compute": {k: v for k, v in compute.items()
+                                                      if k != "attention_efficiency_ratio"}}
+        overrides.setdefault("attention_efficiency", {})[arch] = compute["attention_efficiency_ratio"]
+        fit = [{**t, "term": f"attention_efficiency.{arch}"}
+               if isinstance(t, dict) and t.get("term") == "compute.attention_efficiency_ratio" else t
+               for t in data.get("fit", [])]
+        return {**data, "overrides": overrides, "fit": fit}
+
     @field_validator("schema_version")
     @classmethod
     def _known_version(cls, v: int) -> int:
@@ -142,19 +161,34 @@ def apply_overrides(priors: Priors, overrides: dict[str, Any], name: str) -> Pri
         raise ValueError(f"override {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
 
 
+def with_stand_in(priors: Priors, arch: str) -> Priors:
+    """`priors` with values for an architecture the shipped priors lack (CPU mode's measured
+    stand-in device): the 'ampere' GEMM curve and attention ratio, until calibration fits them."""
+    if arch in priors.gemm_efficiency:
+        return priors
+    return apply_overrides(priors, {"gemm_efficiency": {arch: priors.gemm_efficiency["ampere"].model_dump()},
+                                    "attention_efficiency": {arch: priors.attention_efficiency["ampere"]}},
+                           "stand-in")
+
+
 def architecture_of(profile: Profile) -> str:
     """Key of the GEMM-efficiency curve this profile fits: the GPU architecture, or that of the
     measured stand-in device ('cpu' in CPU mode)."""
-    if profile.catalog_gpu is None:
-        return (profile.device_spec or {}).get("architecture", "cpu")
+    return _architecture(profile.catalog_gpu, profile.device_spec)
+
+
+def _architecture(catalog_gpu: str | None, device_spec: dict[str, Any] | None) -> str:
+    if catalog_gpu is None:
+        return (device_spec or {}).get("architecture", "cpu")
     from advisor.hardware import gpu_catalog
 
-    return gpu_catalog()[profile.catalog_gpu].architecture
+    return gpu_catalog()[catalog_gpu].architecture
 
 
 def required_terms(profile: Profile) -> list[str]:
     """Terms a complete profile fits (inter-node bandwidth only when it spans nodes)."""
-    terms = [f"gemm_efficiency.{architecture_of(profile)}", "compute.attention_efficiency_ratio",
+    arch = architecture_of(profile)
+    terms = [f"gemm_efficiency.{arch}", f"attention_efficiency.{arch}",
              "compute.hbm_efficiency", "collective.intra_efficiency", "collective.intra_latency_s",
              "offload.pcie_efficiency", "offload.torch_cpu_adam_params_per_s_per_node",
              "overhead.cuda_context_bytes", "overhead.nccl_bytes_per_tier",

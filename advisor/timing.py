@@ -1,10 +1,13 @@
 """Step time: compute + exposed communication + optimizer step + offload.
 
 Overlap: a collective of the forward (backward) phase runs while that phase computes; the engine
-hides a prior fraction `overlap[engine]` of the compute window. Collectives issued every
-micro-batch compete for every micro-batch's window; once-per-step ones (DDP / FSDP no_sync
-reductions, ZeRO-1) land in the last micro-batch's window. `step`-phase collectives (ZeRO-1/2
-parameter all-gather after the optimizer) are fully exposed.
+hides a prior fraction `overlap[engine]` of the compute window. Hidden collectives still cost a
+prior fraction `collective.interference` of their time (NCCL kernels take SMs and HBM
+bandwidth from the GEMMs they overlap; each phase's first gather and last reduction have no
+compute to hide behind): exposed = max(interference * comm, comm - overlap * window).
+Collectives issued every micro-batch compete for every micro-batch's window; once-per-step
+ones (DDP / FSDP no_sync reductions, ZeRO-1) land in the last micro-batch's window.
+`step`-phase collectives (ZeRO-1/2 parameter all-gather after the optimizer) are fully exposed.
 
 Framework: host-side hook time per hooked module (priors), not overlapped.
 
@@ -37,11 +40,6 @@ class StepParts:
                 + self.offload_s)
 
 
-def _exposed(every_s: float, once_s: float, window_s: float, ga: int, overlap: float) -> float:
-    hidden = overlap * window_s
-    return (ga - 1) * max(0.0, every_s - hidden) + max(0.0, every_s + once_s - hidden)
-
-
 @dataclass(frozen=True, slots=True)
 class StepInputs:
     """The step's terms at the priors' expected values, computed once; `combine` applies the
@@ -49,6 +47,7 @@ class StepInputs:
 
     grad_accum: int
     overlap: float
+    interference: float
     collectives: tuple[tuple[Collective, float], ...]
     """Each collective the strategy issues and its seconds per occurrence."""
     host: HostWork
@@ -68,9 +67,14 @@ class StepInputs:
     optimizer_s: float
 
 
-def _exposed(every_s: float, once_s: float, window_s: float, ga: int, overlap: float) -> float:
+def _exposed(every_s: float, once_s: float, window_s: float, ga: int, overlap: float,
+             interference: float) -> float:
+    """Exposed seconds of one phase's collectives over the step's micro-batches: what exceeds
+    the hidden part of the window, and at least the interference fraction of them."""
     hidden = overlap * window_s
-    return (ga - 1) * max(0.0, every_s - hidden) + max(0.0, every_s + once_s - hidden)
+    last = every_s + once_s
+    return ((ga - 1) * max(interference * every_s, every_s - hidden)
+            + max(interference * last, last - hidden))
 
 
 def step_inputs(ctx: Context, strategy: Strategy) -> StepInputs:
@@ -92,7 +96,8 @@ def step_inputs(ctx: Context, strategy: Strategy) -> StepInputs:
     kind, modules = strategy.framework_hooks(ctx)
     mb = compute.micro_batch_time(ctx)
     return StepInputs(
-        grad_accum=ga, overlap=ctx.priors.overlap[strategy.engine], collectives=timed, host=host,
+        grad_accum=ga, overlap=ctx.priors.overlap[strategy.engine],
+        interference=ctx.priors.collective.interference, collectives=timed, host=host,
         forward_s=mb.forward_s, backward_s=mb.backward_s, every_s=every, once_s=once,
         comm_total_s=total, pcie_overlappable_s=host.pcie_overlappable_bytes / pcie_bw,
         offload_exposed_s=(host.pcie_exposed_bytes / pcie_bw
@@ -108,7 +113,7 @@ def combine(x: StepInputs, compute_scale: float = 1.0, comm_scale: float = 1.0) 
     exposed = (x.every_s["step"] * ga + x.once_s["step"]) / comm_scale
     for phase, window in (("forward", forward), ("backward", backward)):
         exposed += _exposed(x.every_s[phase] / comm_scale, x.once_s[phase] / comm_scale,
-                            window, ga, x.overlap)
+                            window, ga, x.overlap, x.interference)
     pcie = max(0.0, x.pcie_overlappable_s - x.overlap * ga * backward * comm_scale)
     return StepParts(compute_s=ga * (forward + backward), framework_s=x.framework_s,
                      exposed_comm_s=exposed, optimizer_s=x.optimizer_s,

@@ -8,8 +8,13 @@ What is fitted (physically meaningful terms, few parameters, no per-row tuning):
   by linear least squares on each row's implied efficiency (the scale of the compute prior
   that makes the model hit the measured tokens/s/GPU, found by bisection through the whole
   step-time model, communication and overlap included);
-- the attention-kernel efficiency ratio, by grid search (it sets how long sequences cost);
-- the fp8 efficiency ratio, from the fp8 rows;
+- per GPU architecture, the attention kernel's efficiency as a fraction of the GEMM efficiency,
+  by grid search (it sets how long sequences cost; FlashAttention-2 reaches a lower fraction
+  of H100's peak than of A100's);
+- the fp8 efficiency ratio (fp8 GEMMs only; attention stays bf16), median over the fp8 rows of
+  the ratio that matches each;
+- the collective interference (the fraction of overlapped collective time that still costs,
+  timing.py), by grid search, alternating with the attention ratios;
 - the collective alpha-beta terms (latency, achieved fraction of the link) per tier, by
   weighted least squares on time over the NCCL all-reduce sweeps of
   ../shared/reference/comm_bandwidth.csv (B200, one node and four nodes, 1 MiB and up).
@@ -34,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from advisor.hardware import gpu_catalog  # noqa: E402
-from advisor.priors import CollectivePriors, Curve, Priors, default_priors  # noqa: E402
+from advisor.priors import Curve, Priors, default_priors  # noqa: E402
 from advisor.timing import step_parts  # noqa: E402
 from benchmarks.reference import REFERENCE, Case, llm_foundry_cases  # noqa: E402
 
@@ -120,14 +125,13 @@ def fit_curve(samples: list[tuple[float, float]]) -> list[float]:
     return [float(min(0.95, max(0.05, v))) for v in values]
 
 
-def with_fit(priors: Priors, curves: dict[str, list[float]], attention: float,
+def with_fit(priors: Priors, curves: dict[str, list[float]], attention: dict[str, float],
              fp8: float | None = None) -> Priors:
     gemm = dict(priors.gemm_efficiency)
     gemm.update({arch: Curve(x=KNOTS, y=ys) for arch, ys in curves.items()})
-    compute = {"attention_efficiency_ratio": attention}
-    if fp8 is not None:
-        compute["fp8_efficiency_ratio"] = fp8
+    compute = {} if fp8 is None else {"fp8_efficiency_ratio": fp8}
     return priors.model_copy(update={"gemm_efficiency": gemm,
+                                     "attention_efficiency": {**priors.attention_efficiency, **attention},
                                      "compute": priors.compute.model_copy(update=compute)})
 
 
@@ -137,8 +141,8 @@ def implied_efficiencies(cases: list[Case], priors: Priors) -> list[float]:
             for c in cases]
 
 
-def fit(cases: list[Case], base: Priors, attention: float) -> tuple[Priors, list[float]]:
-    """Fit the curves on bf16 rows and the fp8 ratio on fp8 rows, for one attention ratio."""
+def fit(cases: list[Case], base: Priors, attention: dict[str, float]) -> tuple[Priors, list[float]]:
+    """Fit the curves on bf16 rows and the fp8 ratio on fp8 rows, for given attention ratios."""
     priors = with_fit(base, {}, attention)
     implied = implied_efficiencies(cases, priors)
     curves = {}
@@ -148,11 +152,24 @@ def fit(cases: list[Case], base: Priors, attention: float) -> tuple[Priors, list
         if samples:
             curves[arch] = fit_curve(samples)
     fitted = with_fit(base, curves, attention)
-    fp8_ratios = [v / fitted.gemm_efficiency[c.cluster.gpu.architecture](c.model.hidden)
-                  * base.compute.fp8_efficiency_ratio
-                  for c, v in zip(cases, implied, strict=True) if c.workload.precision == "fp8"]
+    fp8_ratios = [implied_fp8_ratio(c, fitted) for c in cases if c.workload.precision == "fp8"]
     fp8 = statistics.median(fp8_ratios) if fp8_ratios else None
     return with_fit(base, curves, attention, fp8), implied
+
+
+def implied_fp8_ratio(case: Case, priors: Priors) -> float:
+    """The fp8 ratio (it scales the fp8 GEMMs only, not bf16 attention) at which the model
+    matches an fp8 row (bisection)."""
+    lo, hi = 0.05, 1.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        trial = priors.model_copy(update={"compute": priors.compute.model_copy(
+            update={"fp8_efficiency_ratio": mid})})
+        if predicted_tps(case, trial) < case.tokens_per_s_per_gpu:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
 
 
 def errors(cases: list[Case], priors: Priors) -> list[float]:
@@ -169,7 +186,7 @@ def summary(errs: list[float]) -> str:
             f"max {100 * a[-1]:5.1f}%  bias {100 * statistics.median(errs):+5.1f}%")
 
 
-def cross_validate(cases: list[Case], base: Priors, attention: float, key) -> list[float]:
+def cross_validate(cases: list[Case], base: Priors, attention: dict[str, float], key) -> list[float]:
     """Hold out each group given by `key`, fit on the rest, collect held-out errors."""
     held = []
     for group in sorted({key(c) for c in cases}):
@@ -182,12 +199,39 @@ def cross_validate(cases: list[Case], base: Priors, attention: float, key) -> li
     return held
 
 
-def best_attention(cases: list[Case], base: Priors) -> float:
-    grid = [round(0.3 + 0.05 * i, 2) for i in range(15)]
+def rms_log(errs: list[float]) -> float:
+    """Root mean square of log(predicted / measured): the least-squares criterion of the grids."""
+    return math.sqrt(sum(math.log1p(e) ** 2 for e in errs) / len(errs))
+
+
+def best_attention(cases: list[Case], base: Priors) -> dict[str, float]:
+    """Per architecture, the grid ratio whose fit has the lowest RMS log error on its rows
+    (each architecture's curve and rows are independent of the other's)."""
+    grid = [round(0.2 + 0.05 * i, 2) for i in range(17)]
+    best = {}
+    for arch in ARCHES:
+        rows = [c for c in cases if c.cluster.gpu.architecture == arch]
+        if not rows:
+            continue
+        scored = []
+        for ratio in grid:
+            priors, _ = fit(rows, base, {arch: ratio})
+            scored.append((rms_log(errors(rows, priors)), ratio))
+        best[arch] = min(scored)[1]
+    return best
+
+
+def with_interference(priors: Priors, interference: float) -> Priors:
+    return priors.model_copy(update={"collective": priors.collective.model_copy(
+        update={"interference": interference})})
+
+
+def best_interference(cases: list[Case], base: Priors, attention: dict[str, float]) -> float:
+    """The grid value of collective.interference whose fit has the lowest RMS log error."""
     scored = []
-    for ratio in grid:
-        priors, _ = fit(cases, base, ratio)
-        scored.append((statistics.median(abs(e) for e in errors(cases, priors)), ratio))
+    for interference in [round(0.1 * i, 1) for i in range(11)]:
+        priors, _ = fit(cases, with_interference(base, interference), attention)
+        scored.append((rms_log(errors(cases, priors)), interference))
     return min(scored)[1]
 
 
@@ -202,9 +246,10 @@ def write(priors: Priors, n_rows: int) -> None:
     c = priors.collective
     lines += ["[collective]", f"intra_latency_s = {c.intra_latency_s}",
               f"inter_latency_s = {c.inter_latency_s}", f"intra_efficiency = {c.intra_efficiency}",
-              f"inter_efficiency = {c.inter_efficiency}", ""]
-    lines += ["[compute]",
-              f"attention_efficiency_ratio = {priors.compute.attention_efficiency_ratio}",
+              f"inter_efficiency = {c.inter_efficiency}", f"interference = {c.interference}", ""]
+    lines += ["[attention_efficiency]"]
+    lines += [f"{arch} = {priors.attention_efficiency[arch]}" for arch in ARCHES]
+    lines += ["", "[compute]",
               f"fp8_efficiency_ratio = {round(priors.compute.fp8_efficiency_ratio, 4)}", ""]
     FITTED.write_text("\n".join(lines))
     print(f"wrote {FITTED}")
@@ -217,12 +262,16 @@ def main() -> None:
     collectives = fit_collectives()
     print(f"collectives (alpha-beta, B200 NCCL sweeps): {collectives}")
     base = default_priors(fitted=False)
-    base = base.model_copy(update={"collective": CollectivePriors(**collectives)})
+    base = base.model_copy(update={"collective": base.collective.model_copy(update=collectives)})
     cases = llm_foundry_cases()
     print(f"{len(cases)} llm-foundry rows; priors before fitting: {summary(errors(cases, base))}")
+    # Coordinate descent: attention at the hand interference, interference, attention again.
+    attention = best_attention(cases, base)
+    base = with_interference(base, best_interference(cases, base, attention))
     attention = best_attention(cases, base)
     fitted, _ = fit(cases, base, attention)
-    print(f"fitted: attention ratio {attention}, fp8 ratio {fitted.compute.fp8_efficiency_ratio:.3f}")
+    print(f"fitted: attention ratio by architecture {attention}, collective interference "
+          f"{base.collective.interference}, fp8 ratio {fitted.compute.fp8_efficiency_ratio:.3f}")
     for arch in ARCHES:
         print(f"  {arch:7s} efficiency at hidden {[int(k) for k in KNOTS]}: "
               f"{[round(y, 3) for y in fitted.gemm_efficiency[arch].y]}")

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from advisor import compute
 from advisor.hardware import Cluster
 from advisor.priors import Priors, default_priors
-from advisor.profiles import FitTerm, apply_overrides
+from advisor.profiles import FitTerm, apply_overrides, with_stand_in
 from advisor.strategies import get_strategy
 from advisor.strategies.base import Context
 from advisor.timing import step_parts
@@ -96,7 +96,7 @@ def fit_compute(fit: Fit, m: dict, cluster: Cluster, arch: str) -> None:
     gemm_rate = statistics.mean(g["flops_per_s"] for g in m["gemm"] if g["hidden"] == hidden)
     ratio = min(2.0, max(1e-4, m["attention"]["flops_per_s"] / gemm_rate))
     att = m["attention"]
-    fit.add("compute.attention_efficiency_ratio", ratio, att["spread"], len(att["seconds"]),
+    fit.add(f"attention_efficiency.{arch}", ratio, att["spread"], len(att["seconds"]),
             "SDPA causal forward+backward FLOP/s / the layer matmuls' FLOP/s at the model's hidden size")
     fit.overrides.setdefault("gemm_efficiency", {})[arch] = {"x": x, "y": raw}
     ctx = Context(cluster=cluster, model=run_model_spec(runs["model"]), workload=run_workload(runs),
@@ -257,11 +257,7 @@ def fit_profile(m: dict, fingerprint: dict, catalog_gpu: str | None, name: str
     spec = None if catalog_gpu else measured_device_spec(m, fingerprint)
     cluster = profile_cluster(catalog_gpu, spec, fingerprint["gpus_per_node"], fingerprint["nodes"])
     arch = cluster.gpu.architecture
-    base = default_priors()
-    if arch not in base.gemm_efficiency:  # the stand-in device: start from a shipped curve
-        base = apply_overrides(base, {"gemm_efficiency": {arch: base.gemm_efficiency["ampere"].model_dump()}},
-                               "stand-in")
-    fit = Fit(base, name)
+    fit = Fit(with_stand_in(default_priors(), arch), name)
     fit_compute(fit, m, cluster, arch)
     fit_collectives(fit, m, cluster)
     fit_host(fit, m, cluster, cpu_mode)

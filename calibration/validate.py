@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import jinja2
 
 from advisor.priors import Priors, default_priors
-from advisor.profiles import Profile, apply_overrides
+from advisor.profiles import Profile, apply_overrides, architecture_of, with_stand_in
 from advisor.units import GiB, MiB
 from calibration import device
 
@@ -60,13 +60,9 @@ class Validation:
 
 
 def priors_pair(profile: Profile) -> tuple[Priors, Priors]:
-    """(shipped priors, profile's priors). A measured stand-in device has no shipped GEMM curve:
-    the 'ampere' one stands in before calibration."""
-    before = default_priors()
-    arch = (profile.device_spec or {}).get("architecture")
-    if arch and arch not in before.gemm_efficiency:
-        curve = before.gemm_efficiency["ampere"].model_dump()
-        before = apply_overrides(before, {"gemm_efficiency": {arch: curve}}, "stand-in")
+    """(shipped priors, profile's priors). A measured stand-in device has no shipped values:
+    the 'ampere' ones stand in before calibration."""
+    before = with_stand_in(default_priors(), architecture_of(profile))
     return before, apply_overrides(before, profile.overrides, profile.name)
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from advisor import compute
 from advisor.estimate import estimate
-from advisor.profiles import apply_overrides, get_profile, list_profiles, missing_terms
+from advisor.profiles import apply_overrides, architecture_of, get_profile, list_profiles, missing_terms
 from advisor.strategies import get_strategy
 from advisor.strategies.base import Context
 from calibration import device, fit
@@ -78,13 +78,14 @@ def test_profile_changes_compute_collectives_and_overheads(profile):
     assert compute.micro_batch_time(a).forward_s != compute.micro_batch_time(b).forward_s
     # Compute time is FLOPs / (peak * efficiency): with the attention ratio held at the shipped
     # value, the fitted GEMM curve alone scales it by the inverse efficiency ratio.
-    ratio = before.compute.attention_efficiency_ratio
-    a_gemm = _ctx(profile, apply_overrides(after, {"compute": {"attention_efficiency_ratio": ratio}}, "t"))
+    arch = architecture_of(profile)
+    ratio = before.attention_efficiency[arch]
+    a_gemm = _ctx(profile, apply_overrides(after, {"attention_efficiency": {arch: ratio}}, "t"))
     assert compute.efficiency(a_gemm) != compute.efficiency(b)
     assert compute.micro_batch_time(a_gemm).forward_s / compute.micro_batch_time(b).forward_s == \
         pytest.approx(compute.efficiency(b) / compute.efficiency(a_gemm))
-    fitted = profile.overrides["compute"]["attention_efficiency_ratio"]
-    assert after.compute.attention_efficiency_ratio == fitted != ratio
+    fitted = profile.overrides["attention_efficiency"][arch]
+    assert after.attention_efficiency[arch] == fitted != ratio
     assert a.priors.collective.intra_efficiency == profile.overrides["collective"]["intra_efficiency"]
     assert a.priors.collective.intra_latency_s != b.priors.collective.intra_latency_s
     # Memory: CPU mode has no CUDA context, NCCL or allocator, so the overhead term drops to 0

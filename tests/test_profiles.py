@@ -124,6 +124,23 @@ def test_invalid_profiles_are_rejected_naming_the_field(edit, field):
     assert exc.value.field.startswith(field)
 
 
+def test_profile_saved_before_per_architecture_attention_reads_as_its_architecture():
+    """Profiles written before the attention ratio became per-architecture carry it as
+    compute.attention_efficiency_ratio; an H200 profile's value becomes attention_efficiency.hopper."""
+    data = json.loads(synthetic().model_dump_json())
+    data["overrides"]["compute"] = {"attention_efficiency_ratio": 0.42, "hbm_efficiency": 0.8}
+    data["fit"].append({"term": "compute.attention_efficiency_ratio", "value": 0.42, "sigma": 0.1,
+                        "samples": 3, "how": "synthetic"})
+    profile = profiles.parse_profile(data)
+    assert profile.overrides["attention_efficiency"] == {"hopper": 0.42}
+    assert profile.overrides["compute"] == {"hbm_efficiency": 0.8}
+    assert "attention_efficiency.hopper" in {t.term for t in profile.fit}
+    profiles.save_profile(profile)
+    priors, _ = profiles.priors_for("h200-test", "H200")
+    assert priors.attention_efficiency["hopper"] == 0.42
+    assert priors.attention_efficiency["ampere"] == default_priors().attention_efficiency["ampere"]
+
+
 def test_api_calls_store_and_list():
     summary = profiles.create_calibration(json.loads(synthetic().model_dump_json()))
     assert summary.name == "h200-test" and summary.catalog_gpu == "H200"
