@@ -309,3 +309,18 @@ def test_bad_input_is_one_line_naming_the_field(case, args, field, words):
 @pytest.mark.parametrize(("args", "field", "words", "forbidden"), EDGE_CASES)
 def test_bad_input_edge_cases(args, field, words, forbidden):
     _assert_one_line_error(args, field, words, forbidden)
+
+
+def test_accumulation_sync_and_fused_loss_flags_reach_the_estimate():
+    """--sync-each-micro-batch drops FSDP's unsharded-gradient buffer; --fused-loss shrinks
+    the logits term from 12 to 4 B per element (llama-3-8b, vocab 128256, 8192 x 1 tokens)."""
+    base = ("estimate", "--model", "llama-3-8b", "--gpus", "8xA100", "--seq-len", "8192",
+            "--grad-accum", "4", "--json")
+    plain = json.loads(cli_ok(*base))
+    tuned = json.loads(cli_ok(*base, "--sync-each-micro-batch", "--fused-loss"))
+    assert (plain["settings"]["sync_each_micro_batch"], tuned["settings"]["sync_each_micro_batch"]) == (False, True)
+    assert tuned["settings"]["fused_loss"] is True
+    assert "unsharded gradients (no_sync accumulation)" in plain["memory"]["buffers_detail"]
+    assert "unsharded gradients (no_sync accumulation)" not in tuned["memory"]["buffers_detail"]
+    logits = plain["memory"]["per_gpu_bytes"]["logits"] - tuned["memory"]["per_gpu_bytes"]["logits"]
+    assert logits == 8 * 8192 * 128256

@@ -66,6 +66,12 @@ def test_logits_bytes():
     # at the start of backward: fp32 log-softmax + two fp32 gradients, 12 B over
     # 8192 x 2 x 128256, plus the final RMSNorm's (4 + 2 + 2) B x 4096 per token
     assert activations.logits_bytes(m, w, 2) == 12 * 8192 * 2 * 128256 + 8 * 8192 * 2 * 4096
+    # a fused cross-entropy keeps the bf16 logits and writes their bf16 gradient: 2 x 2 B
+    fused = w.model_copy(update={"fused_loss": True})
+    assert activations.logits_bytes(m, fused, 2) == 4 * 8192 * 2 * 128256 + 8 * 8192 * 2 * 4096
+    # in pure fp32 the two elements are 4 B each
+    fp32 = Workload(seq_len=8192, micro_batch=2, precision="fp32", fused_loss=True)
+    assert activations.logits_bytes(m, fp32, 4) == 8 * 8192 * 2 * 128256 + 12 * 8192 * 2 * 4096
 
 
 def test_ring_bytes_one_and_two_nodes():
@@ -146,6 +152,59 @@ def test_fp8_uses_fp8_peak_and_compile_speeds_up():
     assert fp8.time.compute_s < bf16.time.compute_s
     assert compiled.time.compute_s < bf16.time.compute_s
     assert compiled.memory.per_gpu_bytes.activations < bf16.memory.per_gpu_bytes.activations
+
+
+def test_fp8_speeds_up_the_linear_layers_only():
+    """fp8 (Transformer Engine) runs the dense GEMMs at the fp8 peak times the fp8 ratio;
+    attention stays bf16, so its seconds are the bf16 run's, exactly."""
+    bf16, fp8 = (context("8xH100", "llama-3-8b", seq_len=8192, precision=p) for p in ("bf16", "fp8"))
+    m, s = bf16.model, 8192
+    gpu, priors = bf16.cluster.gpu, bf16.priors
+
+    def split(ctx):
+        total = compute.micro_batch_time(ctx).forward_s * 3
+        dense = m.dense_flops_per_token() * s / (gpu.peak_flops(ctx.workload.precision)
+                                                 * compute.efficiency(ctx))
+        return dense, total - dense
+
+    dense16, attention16 = split(bf16)
+    dense8, attention8 = split(fp8)
+    assert attention8 == pytest.approx(attention16) and attention16 > 0
+    ratio = gpu.peak_flops("fp8") / gpu.peak_flops("bf16") * priors.compute.fp8_efficiency_ratio
+    assert dense16 / dense8 == pytest.approx(ratio)
+
+
+def test_attention_efficiency_is_per_architecture():
+    """The same model and sequence on A100 and H100: attention seconds scale with each
+    architecture's attention ratio (flash attention reaches a lower fraction of H100's peak)."""
+    priors = default_priors()
+    assert priors.attention_efficiency["hopper"] < priors.attention_efficiency["ampere"]
+    ctx = context("8xH100", "llama-2-7b", seq_len=16384)
+    twice = ctx.priors.model_copy(update={"attention_efficiency": {
+        **ctx.priors.attention_efficiency, "hopper": 2 * ctx.priors.attention_efficiency["hopper"]}})
+    faster = type(ctx)(ctx.cluster, ctx.model, ctx.workload, twice)
+    dense = (ctx.model.dense_flops_per_token() * 16384
+             / (ctx.cluster.gpu.peak_flops("bf16") * compute.efficiency(ctx)))
+    attention = compute.micro_batch_time(ctx).forward_s * 3 - dense
+    assert compute.micro_batch_time(faster).forward_s * 3 - dense == pytest.approx(attention / 2)
+
+
+def test_overlapped_collectives_cost_the_interference_fraction():
+    """exposed = max(interference x comm, comm - overlap x window) per phase: FSDP on one node
+    with a long compute window hides everything but the interference fraction."""
+    from advisor.strategies import get_strategy
+    from advisor.timing import step_inputs, step_parts
+
+    ctx = context("8xA100", "llama-2-7b", micro_batch=8, act_ckpt="full")
+    x = step_inputs(ctx, get_strategy("fsdp"))
+    assert x.every_s["forward"] < x.overlap * x.forward_s  # the window could hide it all
+    comm = sum(x.every_s.values()) + sum(x.once_s.values())
+    parts = step_parts(ctx, get_strategy("fsdp"))
+    assert parts.exposed_comm_s == pytest.approx(ctx.priors.collective.interference * comm)
+    none = ctx.priors.model_copy(update={"collective": ctx.priors.collective.model_copy(
+        update={"interference": 0.0})})
+    assert step_parts(type(ctx)(ctx.cluster, ctx.model, ctx.workload, none),
+                      get_strategy("fsdp")).exposed_comm_s == 0.0
 
 
 def test_full_checkpointing_trades_memory_for_time():

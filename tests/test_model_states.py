@@ -170,6 +170,34 @@ def test_gradient_accumulation_per_strategy():
     assert volume("fsdp", 4) == pytest.approx(volume("fsdp", 1) * 3)
 
 
+def test_sync_each_micro_batch_trades_fsdp_memory_for_reduce_scatters():
+    """Accumulating 4 micro-batches on 8 GPUs, llama-2-7b (P = 6,738,415,616): with the sync
+    skipped FSDP holds 2P bytes of unsharded bf16 gradients and reduce-scatters once; synced
+    every micro-batch it holds the 4P/8 fp32 shards and reduce-scatters 4 times."""
+    P = 6_738_415_616
+    ctx = context("8xA100", "llama-2-7b", grad_accum=4)
+    synced = context("8xA100", "llama-2-7b", grad_accum=4, sync_each_micro_batch=True)
+    fsdp = get_strategy("fsdp")
+    assert fsdp.buffers(ctx).items["unsharded gradients (no_sync accumulation)"] == 2 * P
+    assert "unsharded gradients (no_sync accumulation)" not in fsdp.buffers(synced).items
+    assert fsdp.model_states(ctx).grads_at_backward_start == 0
+    assert fsdp.model_states(synced).grads_at_backward_start == 4 * P / 8
+    no_sync = run("fsdp", "8xA100", "llama-2-7b", grad_accum=4)
+    each = run("fsdp", "8xA100", "llama-2-7b", grad_accum=4, sync_each_micro_batch=True)
+    assert no_sync.memory.per_gpu_bytes.total - each.memory.per_gpu_bytes.total > 2 * P - 4 * P / 8 - 2**30
+    # bytes per step: 8 all-gathers + 1 reduce-scatter vs 8 + 4, each (7/8) x 2P
+    vol = no_sync.communication.per_gpu_bytes_per_step.total
+    assert each.communication.per_gpu_bytes_per_step.total == pytest.approx(vol * 12 / 9)
+    # without accumulation the flag changes nothing
+    assert (run("fsdp", "8xA100", "llama-2-7b", sync_each_micro_batch=True).memory.per_gpu_bytes.total
+            == run("fsdp", "8xA100", "llama-2-7b").memory.per_gpu_bytes.total)
+    # DDP: the all-reduce runs every micro-batch, memory is the same (gradients are whole anyway)
+    ddp, ddp_each = (run("ddp", "8xA100", 1e9, grad_accum=4, sync_each_micro_batch=s) for s in (False, True))
+    assert ddp_each.communication.per_gpu_bytes_per_step.total == pytest.approx(
+        4 * ddp.communication.per_gpu_bytes_per_step.total)
+    assert ddp_each.memory.per_gpu_bytes.total == ddp.memory.per_gpu_bytes.total
+
+
 def test_hsdp_shards_within_a_node_and_reduces_across_nodes():
     hsdp = run("hsdp", "4x8xH100", "llama-3-70b", act_ckpt="full")
     fsdp = run("fsdp", "4x8xH100", "llama-3-70b", act_ckpt="full")

@@ -94,3 +94,16 @@ def test_pcie_cluster_prefers_less_communication():
     fitting = [e for e in r.estimates if e.fits]
     assert fitting and any(e.time.exposed_comm_s > 0 for e in fitting)
     assert "PCIe" in r.rule_of_thumb
+
+
+def test_fsdp_with_accumulation_syncs_every_micro_batch_when_the_no_sync_buffer_does_not_fit():
+    """llama-2-13b on 8 x A100-40GB, 4M-token batches: skipping the sync holds 2P = 24.2 GiB of
+    unsharded gradients beside 24.2 GiB of sharded state, more than 40 GB, at every setting;
+    reducing every micro-batch fits, and recommend finds it unless told not to."""
+    job = dict(model="llama-2-13b", gpus="8xA100-40GB", global_batch_tokens="4M", strategies=["fsdp"])
+    searched = rec(**job).estimates[0]
+    assert searched.fits and searched.settings.sync_each_micro_batch
+    assert searched.settings.grad_accum > 1
+    held = rec(**job, sync_each_micro_batch=False).estimates[0]
+    assert not held.fits and held.reason.startswith("needs") and "buffers" in held.reason
+    assert not held.settings.sync_each_micro_batch
