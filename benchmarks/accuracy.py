@@ -6,7 +6,9 @@ Runs the model, with the shipped priors and no per-row tuning, over every row of
 ../shared/reference/throughput.csv it can express, and prints the error distribution of
 tokens/s/GPU and MFU (median, p90, max |%|) overall, by GPU and by model size; the
 cross-validated error of the fit (benchmarks/fit_priors.py); the Granite-7B FSDP vs ZeRO-3
-head-to-head; and how often the measured value falls inside the low/high range.
+head-to-head; how often the measured value falls inside the low/high range; and the predicted
+peak memory of the published runs against their GPUs' memory; and, from one user's DeepSpeed
+issue, memory and relative step time of FSDP and ZeRO-2/3 with and without offload.
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from advisor.estimate import estimate  # noqa: E402
 from advisor.priors import default_priors  # noqa: E402
 from benchmarks.fit_priors import ARCHES, cross_validate, summary  # noqa: E402
-from benchmarks.reference import Case, granite_cases, llm_foundry_cases  # noqa: E402
+from benchmarks.reference import (  # noqa: E402
+    FALCON_ISSUE_NOTE,
+    Case,
+    falcon_issue_runs,
+    granite_cases,
+    llm_foundry_cases,
+)
 
 
 def evaluate(cases: list[Case], priors) -> list[dict]:
@@ -60,6 +68,12 @@ def main() -> None:
     grouped(results, lambda c: c.gpu + (" fp8" if c.workload.precision == "fp8" else ""))
     print("by model size:")
     grouped(results, lambda c: c.model.name)
+    fractions = sorted(r["estimate"].memory.per_gpu_bytes.total / r["estimate"].memory.capacity_bytes
+                       for r in results)
+    planned = sum(r["estimate"].fits for r in results)
+    print(f"predicted peak memory of these runs (they trained, so it must fit): at most "
+          f"{fractions[-1]:.2f} of the GPU's memory, median {fractions[len(fractions) // 2]:.2f}; "
+          f"{planned}/{len(results)} inside the 5% safety margin")
     inside = sum(r["inside"] for r in results)
     print(f"measured inside the predicted low-high range: {inside}/{len(results)} "
           f"({100 * inside / len(results):.0f}%)\n")
@@ -90,6 +104,27 @@ def main() -> None:
     print(f"  assumptions: {granite_cases()[0].note}")
     everything = [r["tps_err"] for r in results + head]
     print(f"  all {len(everything)} expressible rows (llm-foundry + Granite): {summary(everything)}")
+    falcon_issue(priors)
+
+
+def falcon_issue(priors) -> None:
+    """DeepSpeed issue #3901: memory per GPU and step time relative to FSDP, strategy by strategy."""
+    cluster, model, workload, runs = falcon_issue_runs()
+    print("\nFalcon-7B, s=4096, 8 x A100-40GB (DeepSpeed issue #3901, one user's report, low trust)")
+    base = {}
+    for run in runs:
+        e = estimate(cluster, model, workload, run.strategy, priors)
+        total = e.memory.per_gpu_bytes.total / 1e9
+        if run.strategy.name == "fsdp":
+            base = {"measured": run.step_s, "predicted": e.time.step_s}
+        measured_mem = "OOM" if run.memory_gb is None else f"{run.memory_gb:4.1f} GB"
+        predicted_mem = f"{total:4.1f} GB{'' if e.fits else ' (does not fit)'}"
+        step = ""
+        if run.step_s and e.fits:
+            step = (f"; step / FSDP's: measured {run.step_s / base['measured']:.2f}, "
+                    f"predicted {e.time.step_s / base['predicted']:.2f}")
+        print(f"  {run.label:46s} memory measured {measured_mem:8s} predicted {predicted_mem}{step}")
+    print(f"  {FALCON_ISSUE_NOTE}")
 
 
 if __name__ == "__main__":

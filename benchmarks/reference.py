@@ -109,3 +109,46 @@ def granite_cases() -> list[Case]:
         Case("hf-blog", "Granite-7B 4xA100 DeepSpeed ZeRO-3", cluster, model, workload,
              get_strategy("zero3"), 3094.5, 0.40, "assumed s=4096, mb=8, full ckpt"),
     ]
+
+
+@dataclass(frozen=True)
+class ReportedRun:
+    """One row of a report that gives step time and memory but not the batch."""
+
+    label: str
+    strategy: Strategy
+    step_s: float | None
+    memory_gb: float | None
+    """As reported ("GB", unit and method unspecified); None when it ran out of memory."""
+
+
+FALCON_ISSUE_NOTE = ("not in the report, assumed: micro-batch 1, no accumulation, bf16, no "
+                     "checkpointing, flash attention; FSDP FULL_SHARD via Accelerate (FSDP1)")
+
+
+def falcon_issue_runs() -> tuple[Cluster, ModelSpec, Workload, list[ReportedRun]]:
+    """DeepSpeed issue #3901 (one user's report, 2023): Falcon-7B, sequence 4096, 8 x A100-40GB,
+    step time and memory per GPU for FSDP and ZeRO-2/3 with and without offload. The batch is
+    not stated, so only memory (at an assumed micro-batch of 1) and step-time ratios between
+    strategies can be compared. "ZeRO-3 + offload params" alone is not one of advisor's plans
+    and is left out; ZeRO-2 cannot offload parameters, so "ZeRO-2 offload optimizer and params"
+    is zero2-offload."""
+    rows = {}
+    with open(REFERENCE / "throughput.csv") as f:
+        for row in csv.DictReader(f):
+            if "3901" in row["source"]:
+                rows[row["strategy"]] = row
+    plans = [("FSDP (HF Accelerate)", get_strategy("fsdp", 1)),
+             ("DeepSpeed ZeRO-2", get_strategy("zero2")),
+             ("DeepSpeed ZeRO-2 + offload optimizer & params", get_strategy("zero2-offload")),
+             ("DeepSpeed ZeRO-3", get_strategy("zero3")),
+             ("DeepSpeed ZeRO-3 + offload optimizer & params", get_strategy("zero3-offload"))]
+    runs = []
+    for name, strategy in plans:
+        row = rows[name]
+        notes = _notes(row["notes"])
+        step = float(notes["step_time_s"]) if "step_time_s" in notes else None
+        memory = float(row["peak_mem_gib_per_gpu"]) if row["peak_mem_gib_per_gpu"] else None
+        runs.append(ReportedRun(name, strategy, step, memory))
+    workload = Workload(seq_len=4096, micro_batch=1)
+    return parse_cluster("8xA100-40GB"), preset("falcon-7b"), workload, runs
