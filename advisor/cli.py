@@ -48,6 +48,9 @@ def add_job_flags(p: argparse.ArgumentParser) -> None:
     w.add_argument("--tokens", help="tokens to train on, e.g. 300B, for time to train")
     w.add_argument("--precision", choices=PRECISIONS, help="default bf16 (fp16 where no bf16)")
     w.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
+    w.add_argument("--no-master-weights", dest="master_weights", action="store_false",
+                   help="pure 16-bit training: no fp32 master weights, gradients or moments "
+                   "(a bf16-loaded model without mixed precision; not DeepSpeed)")
     w.add_argument("--act-ckpt", choices=ACT_CKPTS)
     w.add_argument("--no-flash-attention", dest="flash_attention", action="store_false")
     w.add_argument("--compile", action="store_true", help="torch.compile")
@@ -91,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
 _REQUEST_KEYS = ("params", "model", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab",
                  "gated_mlp", "tied_embeddings", "gpus", "gpus_per_node", "inter_node_gbps",
                  "cpu_ram_gib", "nvme_gbps", "seq_len", "micro_batch", "grad_accum",
-                 "global_batch_tokens", "tokens", "precision", "optimizer", "act_ckpt",
+                 "global_batch_tokens", "tokens", "precision", "optimizer", "master_weights", "act_ckpt",
                  "flash_attention", "compile", "sync_each_micro_batch", "fused_loss",
                  "fsdp_version", "profile")
 

@@ -88,5 +88,6 @@ def optimizer_step_s(ctx: Context, params: float) -> float:
     """Memory-bound optimizer step over `params` parameters on one GPU."""
     if params <= 0:
         return 0.0
-    per_param = optimizer_step_bytes_per_param(ctx.workload.precision, ctx.workload.optimizer)
+    w = ctx.workload
+    per_param = optimizer_step_bytes_per_param(w.precision, w.optimizer, w.master_weights)
     return params * per_param / (ctx.cluster.hbm_bytes_per_s * ctx.priors.compute.hbm_efficiency)

@@ -92,6 +92,10 @@ def script_notes(e: Estimate, deepspeed: Tree | None) -> list[str]:
         notes.append("selective activation checkpointing (recompute norms, activations and attention "
                      "internals, keep matmul outputs) is applied in the model code, e.g. torch's "
                      "`create_selective_checkpoint_contexts` policy; Accelerate has no switch for it")
+    if not e.settings.master_weights and e.settings.precision != "fp32":
+        notes.append(f"the estimate keeps no fp32 copies: load the model in {e.settings.precision} "
+                     f"(`torch_dtype=torch.{'bfloat16' if e.settings.precision == 'bf16' else 'float16'}`)"
+                     " and train without mixed precision (mixed_precision: no)")
     if e.settings.sync_each_micro_batch and e.settings.grad_accum > 1:
         notes.append("the estimate reduces gradients every micro-batch: create the Accelerator with "
                      "`gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps="

@@ -46,7 +46,8 @@ def settings(ctx: Context, strategy: Strategy) -> Settings:
     w = ctx.workload
     return Settings(micro_batch=w.micro_batch, grad_accum=w.grad_accum,
                     global_batch_tokens=w.tokens_per_step(ctx.world), seq_len=w.seq_len,
-                    act_ckpt=w.act_ckpt, precision=w.precision, optimizer=w.optimizer,
+                    act_ckpt=w.act_ckpt, precision=w.precision, master_weights=w.master_weights,
+                    optimizer=w.optimizer,
                     flash_attention=w.flash_attention, compile=w.compile,
                     sync_each_micro_batch=w.sync_each_micro_batch, fused_loss=w.fused_loss,
                     fsdp_version=strategy.fsdp_version, offload=strategy.offload)

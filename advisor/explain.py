@@ -24,7 +24,8 @@ RULE_OF_THUMB = ("FSDP below 10B params or with NVLink, DeepSpeed ZeRO-3 above 1
 
 def workload_of(s: Settings) -> Workload:
     return Workload(seq_len=s.seq_len, micro_batch=s.micro_batch, grad_accum=s.grad_accum,
-                    precision=s.precision, optimizer=s.optimizer, act_ckpt=s.act_ckpt,
+                    precision=s.precision, master_weights=s.master_weights, optimizer=s.optimizer,
+                    act_ckpt=s.act_ckpt,
                     flash_attention=s.flash_attention, compile=s.compile,
                     sync_each_micro_batch=s.sync_each_micro_batch, fused_loss=s.fused_loss)
 

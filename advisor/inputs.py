@@ -72,6 +72,8 @@ class JobRequest(BaseModel):
     precision: Precision | None = None
     """bf16 (default where supported, else fp16), fp16, fp32 or fp8."""
     optimizer: OptimizerName = "adamw"
+    master_weights: bool = True
+    """Keep mixed precision's fp32 master weights and moments; false: pure 16-bit training."""
     act_ckpt: ActCkpt | None = None
     """Activation checkpointing; recommend searches all when unset, estimate uses none."""
     flash_attention: bool = True
@@ -184,6 +186,7 @@ def base_workload(req: JobRequest, cluster: Cluster, model: ModelSpec) -> Worklo
                            f"{model.max_position_embeddings}", f"1 to {model.max_position_embeddings}")
     return Workload(seq_len=req.seq_len, micro_batch=req.micro_batch or 1,
                     grad_accum=req.grad_accum or 1, precision=precision, optimizer=req.optimizer,
+                    master_weights=req.master_weights,
                     act_ckpt=req.act_ckpt or "none", flash_attention=req.flash_attention,
                     compile=req.compile, sync_each_micro_batch=bool(req.sync_each_micro_batch),
                     fused_loss=req.fused_loss)

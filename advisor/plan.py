@@ -83,6 +83,9 @@ class Plan:
 
 def _precision_why(est: Estimate) -> str:
     p, gpu = est.settings.precision, est.cluster.gpu
+    if p != "fp32" and not est.settings.master_weights:
+        return (f"pure {p}: no mixed precision, the model itself is loaded in {p} (no fp32 master "
+                "weights or moments, as the estimate assumes)")
     if p == "bf16":
         return f"bf16 mixed precision (fp32 master weights): {gpu} supports it and it needs no loss scaling"
     if p == "fp16":
@@ -192,7 +195,8 @@ def accelerate_config(est: Estimate, model: ModelSpec, options: EmitOptions,
                                           "DDP: a full replica per GPU fits" if multi else "one GPU")
     else:
         head["distributed_type"] = Choice("FSDP", "PyTorch FSDP")
-    head["mixed_precision"] = Choice(ACCELERATE_PRECISION[s.precision], _precision_why(est))
+    accelerate_precision = ACCELERATE_PRECISION[s.precision] if s.master_weights else "no"
+    head["mixed_precision"] = Choice(accelerate_precision, _precision_why(est))
     if est.engine != "ddp":
         head |= fsdp_config(est, model)
     return head | _machines(est, options)

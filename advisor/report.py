@@ -93,7 +93,8 @@ def print_estimate(e: Estimate, console: Console | None = None) -> None:
     m, s = e.model, e.settings
     console.print(f"[bold]{e.strategy}[/bold] ({e.engine}) on {e.cluster.num_gpus} x {e.cluster.gpu}; "
                   f"{m.name} {m.params / 1e9:.2f}B; micro-batch {s.micro_batch} x {s.seq_len} tokens,"
-                  f" grad-accum {s.grad_accum}, ckpt {s.act_ckpt}, {s.precision}, {s.optimizer}")
+                  f" grad-accum {s.grad_accum}, ckpt {s.act_ckpt}, {s.precision}"
+                  f"{'' if s.master_weights or s.precision == 'fp32' else ' (pure)'}, {s.optimizer}")
     for note in e.cluster.notes:
         console.print(f"[dim]note: {note}[/dim]")
     verdict = "[green]fits[/green]" if e.fits else f"[red]does not fit[/red]: {e.reason}"

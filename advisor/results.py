@@ -132,6 +132,8 @@ class Settings:
     seq_len: int
     act_ckpt: str
     precision: str
+    master_weights: bool
+    """fp32 master weights and moments kept (mixed precision); False: pure 16-bit."""
     optimizer: str
     flash_attention: bool
     compile: bool

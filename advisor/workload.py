@@ -36,6 +36,12 @@ class Workload(BaseModel):
     """Micro-batches per optimizer step."""
     precision: Precision = "bf16"
     """Compute precision. bf16/fp16/fp8 keep fp32 master weights (mixed precision); fp32 is pure."""
+    master_weights: bool = True
+    """Mixed precision's fp32 copies: master weights, fp32 gradients for the step and fp32
+    optimizer moments. False: everything stays in the 16-bit dtype (a model loaded in bf16 and
+    trained without mixed precision, e.g. Accelerate FSDP before 0.30 with a bf16 checkpoint, the
+    HF blog "From DeepSpeed to FSDP and Back Again"'s memory-constrained mode): 2 + 2 + 4 B per
+    parameter with AdamW instead of 16, at a numerical cost. DeepSpeed always keeps fp32 copies."""
     optimizer: OptimizerName = "adamw"
     act_ckpt: ActCkpt = "none"
     """Activation checkpointing: none, selective (recompute norms, activations and attention
@@ -67,7 +73,7 @@ class ParamBytes:
     Mixed precision (Micikevicius et al. 2018; ZeRO paper section 3.1): a 16-bit working copy of
     the weights and gradients, an fp32 master copy inside the optimizer. fp8 training
     (Transformer Engine) keeps the same bf16 weights and fp32 master; fp8 casts are transient.
-    Pure fp32 has no separate master copy.
+    Pure fp32 has no separate master copy; neither has pure 16-bit training (no master weights).
     """
 
     compute: int
@@ -75,33 +81,43 @@ class ParamBytes:
     grad: int
     """Gradient of the working copy."""
     master: int
-    """fp32 master weights held by the optimizer (0 when the working copy is fp32)."""
+    """fp32 master weights held by the optimizer (0 when the working copy is the only one)."""
+
+    @property
+    def optimizer_element(self) -> int:
+        """Bytes of one optimizer-side element (moment, step gradient): fp32 unless the
+        training is pure 16-bit."""
+        return 4 if self.master or self.compute == 4 else self.compute
 
 
 @cache
-def param_bytes(precision: Precision) -> ParamBytes:
+def param_bytes(precision: Precision, master_weights: bool = True) -> ParamBytes:
     if precision == "fp32":
         return ParamBytes(compute=4, grad=4, master=0)
-    return ParamBytes(compute=2, grad=2, master=4)
+    return ParamBytes(compute=2, grad=2, master=4 if master_weights else 0)
 
 
-def optimizer_state_bytes(optimizer: OptimizerName) -> int:
-    """Optimizer state bytes per parameter, excluding the master weights.
+def optimizer_state_bytes(optimizer: OptimizerName, element: int = 4) -> int:
+    """Optimizer state bytes per parameter, excluding the master weights, for moments of
+    `element` bytes (torch keeps them in the parameters' dtype: 2 in pure 16-bit training).
 
-    AdamW: fp32 first and second moments, 8 B (Kingma & Ba; the ZeRO paper's K=12 is these 8
-    plus the 4-byte master copy). 8-bit Adam (bitsandbytes, Dettmers et al. 2022): two 1-byte
-    moments, block-wise scales are <1% and ignored. SGD with momentum: one fp32 buffer, 4 B.
+    AdamW: first and second moments, 8 B in fp32 (Kingma & Ba; the ZeRO paper's K=12 is these
+    8 plus the 4-byte master copy). 8-bit Adam (bitsandbytes, Dettmers et al. 2022): two 1-byte
+    moments, block-wise scales are <1% and ignored. SGD with momentum: one buffer, 4 B in fp32.
     """
-    return {"adamw": 8, "adam8bit": 2, "sgd": 4}[optimizer]
+    return {"adamw": 2 * element, "adam8bit": 2, "sgd": element}[optimizer]
 
 
-def optimizer_step_bytes_per_param(precision: Precision, optimizer: OptimizerName) -> int:
+def optimizer_step_bytes_per_param(precision: Precision, optimizer: OptimizerName,
+                                   master_weights: bool = True) -> int:
     """HBM bytes read + written per parameter by one optimizer step (memory-bound kernel).
 
     Read master, states and the fp32 gradient; write master and states; write the 16-bit
-    working copy. AdamW mixed: 4+8+4 read, 4+8 write, 2 write = 30 B.
+    working copy. AdamW mixed: 4+8+4 read, 4+8 write, 2 write = 30 B. Pure bf16: 2+4+2 read,
+    2+4 write = 14 B.
     """
-    pb = param_bytes(precision)
-    states = optimizer_state_bytes(optimizer)
+    pb = param_bytes(precision, master_weights)
+    states = optimizer_state_bytes(optimizer, pb.optimizer_element)
     master = pb.master or pb.compute
-    return (master + states + 4) + (master + states) + (pb.compute if pb.master else 0)
+    return ((master + states + pb.optimizer_element) + (master + states)
+            + (pb.compute if pb.master else 0))

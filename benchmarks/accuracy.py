@@ -109,13 +109,13 @@ def main() -> None:
 
 def falcon_issue(priors) -> None:
     """DeepSpeed issue #3901: memory per GPU and step time relative to FSDP, strategy by strategy."""
-    cluster, model, workload, runs = falcon_issue_runs()
+    cluster, model, runs = falcon_issue_runs()
     print("\nFalcon-7B, s=4096, 8 x A100-40GB (DeepSpeed issue #3901, one user's report, low trust)")
     base = {}
     for run in runs:
-        e = estimate(cluster, model, workload, run.strategy, priors)
+        e = estimate(cluster, model, run.workload, run.strategy, priors)
         total = e.memory.per_gpu_bytes.total / 1e9
-        if run.strategy.name == "fsdp":
+        if not base:  # the first row, FSDP with fp32 master weights
             base = {"measured": run.step_s, "predicted": e.time.step_s}
         measured_mem = "OOM" if run.memory_gb is None else f"{run.memory_gb:4.1f} GB"
         predicted_mem = f"{total:4.1f} GB{'' if e.fits else ' (does not fit)'}"

@@ -117,16 +117,19 @@ class ReportedRun:
 
     label: str
     strategy: Strategy
+    workload: Workload
     step_s: float | None
     memory_gb: float | None
     """As reported ("GB", unit and method unspecified); None when it ran out of memory."""
 
 
 FALCON_ISSUE_NOTE = ("not in the report, assumed: micro-batch 1, no accumulation, bf16, no "
-                     "checkpointing, flash attention; FSDP FULL_SHARD via Accelerate (FSDP1)")
+                     "checkpointing, flash attention; FSDP FULL_SHARD via Accelerate (FSDP1), "
+                     "shown with fp32 master weights and, as Accelerate < 0.30 kept a bf16-loaded "
+                     "model, pure bf16")
 
 
-def falcon_issue_runs() -> tuple[Cluster, ModelSpec, Workload, list[ReportedRun]]:
+def falcon_issue_runs() -> tuple[Cluster, ModelSpec, list[ReportedRun]]:
     """DeepSpeed issue #3901 (one user's report, 2023): Falcon-7B, sequence 4096, 8 x A100-40GB,
     step time and memory per GPU for FSDP and ZeRO-2/3 with and without offload. The batch is
     not stated, so only memory (at an assumed micro-batch of 1) and step-time ratios between
@@ -138,17 +141,19 @@ def falcon_issue_runs() -> tuple[Cluster, ModelSpec, Workload, list[ReportedRun]
         for row in csv.DictReader(f):
             if "3901" in row["source"]:
                 rows[row["strategy"]] = row
-    plans = [("FSDP (HF Accelerate)", get_strategy("fsdp", 1)),
-             ("DeepSpeed ZeRO-2", get_strategy("zero2")),
-             ("DeepSpeed ZeRO-2 + offload optimizer & params", get_strategy("zero2-offload")),
-             ("DeepSpeed ZeRO-3", get_strategy("zero3")),
-             ("DeepSpeed ZeRO-3 + offload optimizer & params", get_strategy("zero3-offload"))]
+    mixed = Workload(seq_len=4096, micro_batch=1)
+    pure = mixed.model_copy(update={"master_weights": False})
+    plans = [("FSDP (HF Accelerate)", "", get_strategy("fsdp", 1), mixed),
+             ("FSDP (HF Accelerate)", ", pure bf16", get_strategy("fsdp", 1), pure),
+             ("DeepSpeed ZeRO-2", "", get_strategy("zero2"), mixed),
+             ("DeepSpeed ZeRO-2 + offload optimizer & params", "", get_strategy("zero2-offload"), mixed),
+             ("DeepSpeed ZeRO-3", "", get_strategy("zero3"), mixed),
+             ("DeepSpeed ZeRO-3 + offload optimizer & params", "", get_strategy("zero3-offload"), mixed)]
     runs = []
-    for name, strategy in plans:
+    for name, variant, strategy, workload in plans:
         row = rows[name]
         notes = _notes(row["notes"])
         step = float(notes["step_time_s"]) if "step_time_s" in notes else None
         memory = float(row["peak_mem_gib_per_gpu"]) if row["peak_mem_gib_per_gpu"] else None
-        runs.append(ReportedRun(name, strategy, step, memory))
-    workload = Workload(seq_len=4096, micro_batch=1)
-    return parse_cluster("8xA100-40GB"), preset("falcon-7b"), workload, runs
+        runs.append(ReportedRun(name + variant, strategy, workload, step, memory))
+    return parse_cluster("8xA100-40GB"), preset("falcon-7b"), runs

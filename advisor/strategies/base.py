@@ -39,11 +39,11 @@ class Context:
 
     @property
     def bytes(self) -> ParamBytes:
-        return param_bytes(self.workload.precision)
+        return param_bytes(self.workload.precision, self.workload.master_weights)
 
     @property
     def optimizer_state(self) -> int:
-        return optimizer_state_bytes(self.workload.optimizer)
+        return optimizer_state_bytes(self.workload.optimizer, self.bytes.optimizer_element)
 
     @property
     def fp32_state(self) -> int:

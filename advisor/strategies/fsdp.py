@@ -4,7 +4,8 @@ Units are the decoder layers (TRANSFORMER_BASED_WRAP) plus the root (embedding, 
 head). Sharded parameters stay in fp32 with mixed precision (MixedPrecisionPolicy casts the
 gathered copy to bf16; Accelerate sets param_dtype = reduce_dtype = bf16,
 accelerate/utils/dataclasses.py), so the sharded state is 4 (params) + 4 (grads) + optimizer
-moments per parameter: 16P/N for AdamW, the ZeRO-3 figure.
+moments per parameter: 16P/N for AdamW, the ZeRO-3 figure. Without master weights (a bf16
+model, no mixed precision) shards, gradients and moments are all bf16: 8P/N.
 
 At the peak, the start of backward (checked against FSDPMemTracker, tests/test_fsdp2_oracle.py):
 the root's gathered parameters (it is not resharded after forward) and one unit's all-gather
@@ -27,8 +28,6 @@ from typing import ClassVar, Literal
 from advisor.communication import Collective
 from advisor.errors import Infeasible
 from advisor.strategies.base import Buffers, Context, Engine, HostWork, ModelStates
-
-FP32 = 4
 
 
 class _FSDP:
@@ -60,24 +59,28 @@ class _FSDP:
     def _shard(self, ctx: Context) -> float:
         return ctx.P / self.shard_group(ctx)
 
+    @staticmethod
+    def _shard_element(ctx: Context) -> int:
+        """Bytes of one sharded parameter and of its gradient: fp32 (mixed precision keeps the
+        module in fp32), or the 16-bit dtype without master weights."""
+        return ctx.bytes.master or ctx.bytes.compute
+
     def _sharded_bytes_per_param(self, ctx: Context) -> int:
-        """fp32 sharded params + fp32 sharded grads + optimizer moments."""
-        weights = ctx.bytes.master or ctx.bytes.compute
-        return weights + FP32 + ctx.optimizer_state
+        """Sharded params + sharded grads + optimizer moments."""
+        return 2 * self._shard_element(ctx) + ctx.optimizer_state
 
     def _unsharded_accumulation(self, ctx: Context) -> bool:
         """Gradient accumulation with the sync skipped: unsharded gradients build up."""
         return ctx.workload.grad_accum > 1 and not ctx.workload.sync_each_micro_batch
 
     def model_states(self, ctx: Context) -> ModelStates:
-        s = self._shard(ctx)
-        weights = ctx.bytes.master or ctx.bytes.compute
+        s, e = self._shard(ctx), self._shard_element(ctx)
         if self.cpu_offload:
             return ModelStates(params=0.0, grads=0.0, optimizer=0.0,
                                cpu=self._sharded_bytes_per_param(ctx) * s)
         accumulating = ctx.workload.grad_accum > 1 and ctx.workload.sync_each_micro_batch
-        return ModelStates(params=weights * s, grads=FP32 * s, optimizer=ctx.optimizer_state * s,
-                           grads_at_backward_start=FP32 * s if accumulating else 0.0)
+        return ModelStates(params=e * s, grads=e * s, optimizer=ctx.optimizer_state * s,
+                           grads_at_backward_start=e * s if accumulating else 0.0)
 
     def buffers(self, ctx: Context) -> Buffers:
         m, c, g = ctx.model, ctx.bytes.compute, ctx.bytes.grad
@@ -119,11 +122,11 @@ class _FSDP:
     def host_work(self, ctx: Context) -> HostWork:
         if not self.cpu_offload:
             return HostWork()
-        s, ga = self._shard(ctx), ctx.workload.grad_accum
+        s, ga, e = self._shard(ctx), ctx.workload.grad_accum, self._shard_element(ctx)
         gathers = 2 if self.reshard_after_forward else 1
         downloads = ga if ctx.workload.sync_each_micro_batch else 1
-        # fp32 shards go up before every all-gather; fp32 gradient shards come down per sync.
-        return HostWork(pcie_overlappable_bytes=gathers * ga * FP32 * s + downloads * FP32 * s,
+        # shards go up before every all-gather; gradient shards come down per sync.
+        return HostWork(pcie_overlappable_bytes=gathers * ga * e * s + downloads * e * s,
                         cpu_optimizer_params=s, cpu_optimizer="torch")
 
     def gpu_optimizer_params(self, ctx: Context) -> float:

@@ -113,6 +113,10 @@ class _Zero:
         return self.offload_optimizer or "none"
 
     def check(self, ctx: Context) -> None:
+        if not ctx.workload.master_weights and ctx.workload.precision != "fp32":
+            raise Infeasible("DeepSpeed ZeRO always keeps fp32 master weights and optimizer state "
+                             "with bf16/fp16", "keep master weights (drop --no-master-weights), "
+                             "or use ddp / fsdp for pure 16-bit training")
         if self.offload_optimizer and ctx.workload.optimizer == "adam8bit":
             raise Infeasible("8-bit Adam cannot run in DeepSpeed's CPU optimizer",
                              "use --optimizer adamw with offload, or a GPU-resident strategy")
