@@ -211,3 +211,31 @@ def test_deepspeed_check_really_uses_the_target_world_size(plans):
     check_ds_config(out / "ds_config.json", 16)
     with pytest.raises(AssertionError, match="train_batch_size"):
         check_ds_config(out / "ds_config.json", 8)  # 16 GPUs' batch arithmetic at 8 ranks
+
+
+@pytest.mark.parametrize("name", ["ddp", "fsdp"])
+def test_pure_bf16_plans_turn_mixed_precision_off_and_say_how_to_load_the_model(tmp_path, name):
+    """Without master weights the plan is mixed_precision: no with the model loaded in bf16;
+    Accelerate's loader reads it that way and builds no mixed-precision policy."""
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    data = {**JOB, "gpus": "8xA100", "master_weights": False}
+    plan = emit_strategy(data, name, tmp_path, EmitOptions())[0]
+    assert plan.estimate.settings.master_weights is False
+    config = load_config_from_file(str(tmp_path / "accelerate_config.yaml"))
+    assert config.mixed_precision == "no"
+    built = build_plugins(tmp_path / "accelerate_config.yaml")
+    if name == "fsdp":
+        assert built.fsdp.mixed_precision_policy is None
+    else:
+        assert built.env["ACCELERATE_MIXED_PRECISION"] == "no"
+    assert "torch_dtype=torch.bfloat16" in (tmp_path / "PLAN.md").read_text()
+
+
+def test_pure_bf16_deepspeed_plan_is_refused_naming_the_field(tmp_path):
+    from advisor.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as exc:
+        emit_strategy({**JOB, "gpus": "8xA100", "master_weights": False}, "zero3", tmp_path, EmitOptions())
+    assert exc.value.field == "strategy" and "fp32 master" in str(exc.value)
+    assert not any(tmp_path.iterdir())

@@ -113,6 +113,26 @@ def test_optimizer_step_bytes():
     assert optimizer_step_bytes_per_param("bf16", "adamw") == 30
     # fp32 AdamW: read 4 + 8 + 4, write 4 + 8 = 28
     assert optimizer_step_bytes_per_param("fp32", "adamw") == 28
+    # pure bf16 AdamW (no master weights): read 2 + 4 + 2, write 2 + 4 = 14
+    assert optimizer_step_bytes_per_param("bf16", "adamw", master_weights=False) == 14
+
+
+def test_pure_16_bit_training_keeps_no_fp32_copies():
+    """llama-2-7b without master weights: DDP holds 2 + 2 + 4 B per parameter (bf16 weights,
+    gradients and AdamW moments) plus 2 B of buckets and no autocast copies; FSDP shards
+    2 + 2 + 4 B over 8 GPUs, half its mixed-precision 16 B; DeepSpeed refuses."""
+    ddp = run("ddp", "8xA100", "llama-2-7b", master_weights=False)
+    m = ddp.memory.per_gpu_bytes
+    assert (m.params, m.optimizer, m.buffers) == (2 * LLAMA2_7B, 4 * LLAMA2_7B, 2 * LLAMA2_7B)
+    pure = run("fsdp", "8xA100", "llama-2-7b", master_weights=False, grad_accum=2,
+               sync_each_micro_batch=True)
+    mixed = run("fsdp", "8xA100", "llama-2-7b", grad_accum=2, sync_each_micro_batch=True)
+    p, q = pure.memory.per_gpu_bytes, mixed.memory.per_gpu_bytes
+    assert (p.params, p.optimizer) == (2 * LLAMA2_7B / 8, 4 * LLAMA2_7B / 8)
+    assert (q.params, q.optimizer) == (4 * LLAMA2_7B / 8, 8 * LLAMA2_7B / 8)
+    assert p.grads == 2 * LLAMA2_7B / 8 and q.grads == 4 * LLAMA2_7B / 8  # accumulated shards
+    zero3 = run("zero3", "8xA100", "llama-2-7b", master_weights=False)
+    assert not zero3.fits and zero3.memory is None and "fp32 master" in zero3.reason
 
 
 def test_ddp_memory_by_component():

@@ -107,3 +107,15 @@ def test_fsdp_with_accumulation_syncs_every_micro_batch_when_the_no_sync_buffer_
     held = rec(**job, sync_each_micro_batch=False).estimates[0]
     assert not held.fits and held.reason.startswith("needs") and "buffers" in held.reason
     assert not held.settings.sync_each_micro_batch
+
+
+def test_pure_bf16_recommend_keeps_deepspeed_out_with_the_reason():
+    r = rec(params=7e9, gpus="8xA100", master_weights=False)
+    deepspeed = [e for e in r.estimates if e.engine == "deepspeed"]
+    assert deepspeed and all(not e.fits and "fp32 master" in e.reason for e in deepspeed)
+    assert r.chosen in ("fsdp", "fsdp-grad-op", "ddp", "hsdp", "fsdp-offload")
+    chosen = r.estimates[0]
+    assert chosen.settings.master_weights is False
+    # 7e9 x (2 + 2 + 4) B of states: pure bf16 DDP needs 56 GB before activations; mixed 112 GB
+    ddp = next(e for e in r.estimates if e.strategy == "ddp")
+    assert ddp.memory.per_gpu_bytes.params == 2 * ddp.model.params
