@@ -18,6 +18,9 @@ from advisor.workload import Workload
 if TYPE_CHECKING:
     from advisor.search import SearchSpace
 
+TIE_FRACTION = 0.03
+"""Plans within this fraction of each other's tokens/s are a tie within the model's error."""
+
 RULE_OF_THUMB = ("FSDP below 10B params or with NVLink, DeepSpeed ZeRO-3 above 10B on limited "
                  "GPUs, ZeRO-Infinity offload when nothing else fits")
 
@@ -125,8 +128,12 @@ def explain(chosen: Estimate | None, ranked: list[Estimate], cluster: Cluster,
     runner = next((e for e in fitting if e is not chosen), None)
     if runner is not None and tp.tokens_per_s_per_gpu > 0:
         gap = 1 - runner.throughput.tokens_per_s_per_gpu / tp.tokens_per_s_per_gpu
-        others.append(f"next is {runner.strategy}, {100 * gap:.0f}% slower"
-                      + (" (a tie within the model's error)" if gap < 0.03 else ""))
+        if gap < 0:  # chosen over a faster offload plan: a tie (search.prefer_resident)
+            others.append(f"next is {runner.strategy}, {100 * -gap:.1f}% faster, a tie within the "
+                          f"model's error; {chosen.strategy} needs no offload to host memory")
+        else:
+            others.append(f"next is {runner.strategy}, {100 * gap:.0f}% slower"
+                          + (" (a tie within the model's error)" if gap < TIE_FRACTION else ""))
     misfits = [e.strategy for e in ranked if not e.fits]
     if misfits:
         verb = "does" if len(misfits) == 1 else "do"

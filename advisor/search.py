@@ -4,7 +4,8 @@ Pruning: for one strategy and checkpointing mode, memory grows with the micro-ba
 micro-batch ladder stops at the first size that does not fit; candidates are scored (memory,
 and step time only where they fit) without building full estimates. Per strategy the best fitting plan
 (highest tokens/s/GPU, then least memory) is kept; a strategy with no fitting plan keeps its
-smallest-memory plan with the reason and the cheapest fix.
+smallest-memory plan with the reason and the cheapest fix. Strategies rank by tokens/s/GPU,
+except that a plan keeping everything on the GPU goes ahead of an offload plan it ties with.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from advisor.errors import Infeasible, InvalidInput
 from advisor.estimate import cluster_info, estimate, model_info
-from advisor.explain import cheapest_fix, explain
+from advisor.explain import TIE_FRACTION, cheapest_fix, explain
 from advisor.hardware import Cluster
 from advisor.memory import does_not_fit, memory_breakdown
 from advisor.model import ModelSpec
@@ -131,6 +132,20 @@ def _rank_key(e: Estimate) -> tuple:
     return (not e.fits, -tps if e.fits else mem)
 
 
+def prefer_resident(ranked: list[Estimate]) -> list[Estimate]:
+    """Ranked plans, with the fastest plan that keeps everything on the GPU moved first when the
+    top plan offloads and this one is within a tie (TIE_FRACTION) of it: offload needs host RAM
+    and CPU time the estimate only approximates, for no real gain."""
+    if not ranked or not ranked[0].fits or ranked[0].settings.offload == "none":
+        return ranked
+    top = ranked[0].throughput.tokens_per_s_per_gpu
+    for i, e in enumerate(ranked):
+        if (e.fits and e.settings.offload == "none"
+                and e.throughput.tokens_per_s_per_gpu >= (1 - TIE_FRACTION) * top):
+            return [e, *ranked[:i], *ranked[i + 1:]]
+    return ranked
+
+
 def best_per_strategy(space: SearchSpace, cluster: Cluster, model: ModelSpec,
                       priors: Priors) -> tuple[list[Estimate], int, int]:
     """The best plan of each strategy, ranked; plus candidates evaluated and infeasible."""
@@ -156,7 +171,7 @@ def best_per_strategy(space: SearchSpace, cluster: Cluster, model: ModelSpec,
             est = replace(est, fix=cheapest_fix(est, space, cluster, model, priors))
         best.append(est)
     best.sort(key=_rank_key)
-    return best, evaluated, infeasible
+    return prefer_resident(best), evaluated, infeasible
 
 
 def recommend(space: SearchSpace, cluster: Cluster, model: ModelSpec,

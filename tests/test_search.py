@@ -119,3 +119,33 @@ def test_pure_bf16_recommend_keeps_deepspeed_out_with_the_reason():
     # 7e9 x (2 + 2 + 4) B of states: pure bf16 DDP needs 56 GB before activations; mixed 112 GB
     ddp = next(e for e in r.estimates if e.strategy == "ddp")
     assert ddp.memory.per_gpu_bytes.params == 2 * ddp.model.params
+
+
+def test_a_resident_plan_goes_ahead_of_an_offload_plan_it_ties_with():
+    """llama-3-70b on 64 x H100, 16M-token batches: fsdp-offload is predicted within 3% of fsdp
+    (the CPU step is small against a 300 s step); the recommendation is the plan without
+    offload, and says it is a tie."""
+    r = rec(model="llama-3-70b", gpus="64xH100", global_batch_tokens="16M")
+    first, second = r.estimates[0], r.estimates[1]
+    assert first.settings.offload == "none" and r.chosen == first.strategy
+    assert second.settings.offload != "none"
+    top = max(e.throughput.tokens_per_s_per_gpu for e in r.estimates if e.fits)
+    assert first.throughput.tokens_per_s_per_gpu >= 0.97 * top
+    assert "a tie within the model's error" in " ".join(r.summary)
+
+
+def test_prefer_resident_moves_only_a_tie():
+    from dataclasses import replace
+
+    from advisor.search import prefer_resident
+    from tests.helpers import run
+
+    def at(name, tps):
+        e = run(name, "8xA100", "llama-2-7b", act_ckpt="full")
+        return replace(e, throughput=replace(e.throughput, tokens_per_s_per_gpu=tps))
+
+    offload, resident, other = at("zero3-offload", 1000.0), at("fsdp", 980.0), at("zero3", 900.0)
+    assert [e.strategy for e in prefer_resident([offload, resident, other])] == \
+        ["fsdp", "zero3-offload", "zero3"]
+    slower = at("fsdp", 960.0)  # 4% behind: not a tie, the offload plan stays first
+    assert [e.strategy for e in prefer_resident([offload, slower])] == ["zero3-offload", "fsdp"]
