@@ -6,8 +6,10 @@ Compared like with like, term by term (model states within 2%, activations withi
 
   params / optimizer  what the engine keeps for the whole step: DDP's fp32 replica and AdamW
                       moments; FSDP2's fp32 shards and moments; DeepSpeed's 16-bit parameters and
-                      its optimizer = fp32 master partition + moments.
-  grads               DDP, FSDP2: the parameters' .grad after backward (fp32; FSDP2 sharded).
+                      its optimizer = fp32 master partition + moments. Pure bf16 (a bf16 module,
+                      master_weights=False): DDP's bf16 replica, FSDP2's bf16 shards, bf16 moments.
+  grads               DDP, FSDP2: the parameters' .grad after backward (fp32, bf16 in pure bf16;
+                      FSDP2 sharded).
                       FSDP2 with accumulation: the sharded .grad alive when the last micro-batch's
                       backward starts vs grads_at_backward_start (none under no_sync; fp32
                       shards when every micro-batch syncs).
@@ -131,16 +133,20 @@ def _ds(*kinds: str):
 STATES = 0.02
 ACTS = 0.10
 TERMS = [
-    # DDP, autocast bf16 (Accelerate MULTI_GPU): fp32 replica, fp32 grads, AdamW moments.
-    Term("ddp-bf16", "ddp", "params", _state("params"), lambda r: r["states"]["params"], STATES),
-    Term("ddp-bf16", "ddp", "grads", _state("grads"), lambda r: r["states"]["grads"], STATES),
-    Term("ddp-bf16", "ddp", "optimizer", _state("optimizer"), lambda r: r["states"]["optimizer"], STATES),
-    Term("ddp-bf16", "ddp", "buckets", _buffer("DDP gradient buckets"),
-         lambda r: r["buffers"]["buckets"], STATES),
-    Term("ddp-bf16", "ddp", "autocast copies", _buffer("autocast 16-bit weight copies"),
-         lambda r: r["buffers"]["autocast_weight_copies"], STATES),
-    Term("ddp-bf16", "ddp", "layer activations", _layer, _measured_layer, ACTS),
-    Term("ddp-bf16", "ddp", "logits", _logits, _head, ACTS),
+    # DDP, autocast bf16 (Accelerate MULTI_GPU): fp32 replica, fp32 grads, AdamW moments; and
+    # pure bf16 (the module in bf16, no autocast): bf16 replica, grads, buckets and moments, and
+    # no weight copies (the model lists none: measured must be 0).
+    *[t for case in ("ddp-bf16", "ddp-pure-bf16") for t in (
+        Term(case, "ddp", "params", _state("params"), lambda r: r["states"]["params"], STATES),
+        Term(case, "ddp", "grads", _state("grads"), lambda r: r["states"]["grads"], STATES),
+        Term(case, "ddp", "optimizer", _state("optimizer"), lambda r: r["states"]["optimizer"],
+             STATES),
+        Term(case, "ddp", "buckets", _buffer("DDP gradient buckets"),
+             lambda r: r["buffers"]["buckets"], STATES),
+        Term(case, "ddp", "autocast copies", _buffer("autocast 16-bit weight copies"),
+             lambda r: r["buffers"]["autocast_weight_copies"], STATES),
+        Term(case, "ddp", "layer activations", _layer, _measured_layer, ACTS),
+        Term(case, "ddp", "logits", _logits, _head, ACTS))],
     # DDP, pure fp32.
     Term("ddp-fp32", "ddp", "params", _state("params"), lambda r: r["states"]["params"], STATES),
     Term("ddp-fp32", "ddp", "grads", _state("grads"), lambda r: r["states"]["grads"], STATES),
@@ -148,8 +154,9 @@ TERMS = [
     Term("ddp-fp32", "ddp", "layer activations", _layer, _measured_layer, ACTS),
     Term("ddp-fp32", "ddp", "logits", _logits, _head, ACTS),
     # FSDP2, MixedPrecisionPolicy bf16 / bf16, gradient accumulation 2: sync skipped on the first
-    # micro-batch (Accelerate's default), or every micro-batch synced (sync_each_micro_batch).
-    *[t for case in ("fsdp2-bf16", "fsdp2-bf16-sync-each") for t in (
+    # micro-batch (Accelerate's default), or every micro-batch synced (sync_each_micro_batch);
+    # and pure bf16 (the module in bf16, no policy; sync skipped): bf16 shards, grads, moments.
+    *[t for case in ("fsdp2-bf16", "fsdp2-bf16-sync-each", "fsdp2-pure-bf16") for t in (
         Term(case, "fsdp", "params", _state("params"), lambda r: r["states"]["params"], STATES),
         Term(case, "fsdp", "grads", _state("grads"), lambda r: r["states"]["grads"], STATES),
         Term(case, "fsdp", "optimizer", _state("optimizer"), lambda r: r["states"]["optimizer"],
@@ -200,10 +207,14 @@ def test_measured_bytes_match_the_model(term, request):
 
 
 def test_every_run_trained(torch_runs, deepspeed_runs):
-    """A finite loss on every rank, and DeepSpeed built the optimizer each stage calls for."""
+    """A finite loss on every rank; each torch run's loss falls from its first step to its last
+    (the same batch every step); DeepSpeed built the optimizer each stage calls for."""
     for runs in (torch_runs, deepspeed_runs):
         for rank in runs["ranks"]:
             assert all(math.isfinite(v["loss"]) for k, v in rank.items() if k != "tiny")
+    for rank in torch_runs["ranks"]:
+        falls = {k: v["losses"][-1] < v["losses"][0] for k, v in rank.items() if k != "tiny"}
+        assert all(falls.values()), falls
     kinds = {k: v["optimizer_class"] for k, v in deepspeed_runs["ranks"][0].items() if k != "tiny"}
     assert kinds == {"zero1": "DeepSpeedZeroOptimizer", "zero2": "DeepSpeedZeroOptimizer",
                      "zero3": "DeepSpeedZeroOptimizer_Stage3"}
