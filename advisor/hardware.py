@@ -107,8 +107,12 @@ class Cluster(BaseModel):
     nvme_capacity_bytes_per_node: float = Field(ge=0)
     spec: str
     """What the user typed, e.g. `2x8xH100`."""
-    notes: list[str] = []
+    notes: tuple[str, ...] = ()
     """How an ambiguous name or default was resolved, shown to the user."""
+
+    def with_note(self, note: str) -> Cluster:
+        """This cluster with one more note (Cluster is frozen: a new one)."""
+        return self.model_copy(update={"notes": (*self.notes, note)})
 
     @property
     def num_gpus(self) -> int:
@@ -212,7 +216,7 @@ def parse_cluster(spec: str, overrides: ClusterOverrides | None = None) -> Clust
     if nodes < 1 or per_node < 1 or nodes * per_node > MAX_GPUS:
         raise InvalidInput("gpus", f"{nodes} x {per_node} GPUs is out of range", f"1 to {MAX_GPUS} GPUs")
     node = gpu.node
-    notes = [note] if note else []
+    notes = (note,) if note else ()
     return Cluster(
         gpu=gpu,
         nodes=nodes,

@@ -157,15 +157,13 @@ def resolve_model(req: JobRequest) -> ModelSpec:
     return spec
 
 
-def resolve_priors(req: JobRequest, cluster: Cluster) -> Priors:
-    """The shipped priors, or a calibration profile's (named, or matched to the cluster's GPU);
-    the cluster's notes say which profile was used."""
+def resolve_priors(req: JobRequest, cluster: Cluster) -> tuple[Priors, Cluster]:
+    """The shipped priors, or a calibration profile's (named, or matched to the cluster's GPU),
+    and the cluster with a note saying which profile was used."""
     from advisor.profiles import priors_for
 
     priors, note = priors_for(req.profile, cluster.gpu.name, cluster.gpus_per_node, cluster.nodes)
-    if note:
-        cluster.notes.append(note)
-    return priors
+    return priors, (cluster.with_note(note) if note else cluster)
 
 
 def resolve_cluster(req: JobRequest) -> Cluster:
@@ -174,27 +172,29 @@ def resolve_cluster(req: JobRequest) -> Cluster:
         cpu_ram_gib=req.cpu_ram_gib, nvme_gbps=req.nvme_gbps))
 
 
-def base_workload(req: JobRequest, cluster: Cluster, model: ModelSpec) -> Workload:
-    """The workload with precision resolved (bf16 where supported, else fp16)."""
+def base_workload(req: JobRequest, cluster: Cluster, model: ModelSpec) -> tuple[Workload, Cluster]:
+    """The workload with precision resolved (bf16 where supported, else fp16), and the cluster
+    with a note when the default fell back to fp16."""
     precision = req.precision or ("bf16" if cluster.gpu.supports("bf16") else "fp16")
     if req.precision is None and precision == "fp16":
-        cluster.notes.append(f"{cluster.gpu.name} has no bf16: using fp16 mixed precision")
+        cluster = cluster.with_note(f"{cluster.gpu.name} has no bf16: using fp16 mixed precision")
     if not cluster.gpu.supports(precision):
         cluster.gpu.peak_flops(precision)  # raises InvalidInput naming the supported ones
     if model.position_embedding == "learned" and req.seq_len > model.max_position_embeddings:
         raise InvalidInput("seq_len", f"{model.name} has learned positions up to "
                            f"{model.max_position_embeddings}", f"1 to {model.max_position_embeddings}")
-    return Workload(seq_len=req.seq_len, micro_batch=req.micro_batch or 1,
-                    grad_accum=req.grad_accum or 1, precision=precision, optimizer=req.optimizer,
-                    master_weights=req.master_weights,
-                    act_ckpt=req.act_ckpt or "none", flash_attention=req.flash_attention,
-                    compile=req.compile, sync_each_micro_batch=bool(req.sync_each_micro_batch),
-                    fused_loss=req.fused_loss)
+    workload = Workload(seq_len=req.seq_len, micro_batch=req.micro_batch or 1,
+                        grad_accum=req.grad_accum or 1, precision=precision, optimizer=req.optimizer,
+                        master_weights=req.master_weights,
+                        act_ckpt=req.act_ckpt or "none", flash_attention=req.flash_attention,
+                        compile=req.compile, sync_each_micro_batch=bool(req.sync_each_micro_batch),
+                        fused_loss=req.fused_loss)
+    return workload, cluster
 
 
 def resolve_estimate(req: EstimateRequest) -> tuple[Cluster, ModelSpec, Workload]:
     cluster, model = resolve_cluster(req), resolve_model(req)
-    workload = base_workload(req, cluster, model)
+    workload, cluster = base_workload(req, cluster, model)
     if req.global_batch_tokens is not None:
         space = search_space(req, workload)
         ga = _grad_accum(space, workload.micro_batch, cluster.num_gpus)

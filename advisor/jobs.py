@@ -25,12 +25,14 @@ from advisor.strategies import get_strategy
 
 def run_estimate(req: EstimateRequest) -> Estimate:
     cluster, model, workload = resolve_estimate(req)
+    priors, cluster = resolve_priors(req, cluster)
     return estimate(cluster, model, workload, get_strategy(req.strategy, req.fsdp_version),
-                    resolve_priors(req, cluster), req.tokens)
+                    priors, req.tokens)
 
 
 def run_recommend(req: RecommendRequest) -> tuple[Recommendation, ModelSpec]:
     """The recommendation and the resolved model (the config writers need its layer class)."""
     cluster, model = resolve_cluster(req), resolve_model(req)
-    space = search_space(req, base_workload(req, cluster, model))
-    return recommend(space, cluster, model, resolve_priors(req, cluster)), model
+    workload, cluster = base_workload(req, cluster, model)
+    priors, cluster = resolve_priors(req, cluster)
+    return recommend(search_space(req, workload), cluster, model, priors), model
