@@ -67,7 +67,7 @@ def micro_batch_time(ctx: Context) -> MicroBatchTime:
     tokens = w.micro_batch * w.seq_len
     dense_rate = gpu.peak_flops(w.precision) * efficiency(ctx)
     attention_rate = (gpu.peak_flops(attention_precision(w.precision)) * _kernel_efficiency(ctx)
-                      * ctx.priors.attention_efficiency[ctx.cluster.gpu.architecture])
+                      * ctx.priors.attention_efficiency[gpu.architecture])
     seconds = (ctx.model.dense_flops_per_token() * tokens / dense_rate
                + ctx.model.attention_flops_per_token(w.seq_len) * skip * tokens / attention_rate)
     forward = seconds / 3
