@@ -255,21 +255,28 @@ def write(priors: Priors, n_rows: int) -> None:
     print(f"wrote {FITTED}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="write advisor/data/fitted_priors.toml")
-    args = parser.parse_args()
-    collectives = fit_collectives()
-    print(f"collectives (alpha-beta, B200 NCCL sweeps): {collectives}")
+def fit_all(cases: list[Case]) -> tuple[Priors, Priors, dict[str, float]]:
+    """(base, fitted, attention): the hand priors with the fitted collective terms, the fully
+    fitted priors, and the attention ratios, as `--write` writes them."""
     base = default_priors(fitted=False)
-    base = base.model_copy(update={"collective": base.collective.model_copy(update=collectives)})
-    cases = llm_foundry_cases()
-    print(f"{len(cases)} llm-foundry rows; priors before fitting: {summary(errors(cases, base))}")
+    base = base.model_copy(update={"collective": base.collective.model_copy(update=fit_collectives())})
     # Coordinate descent: attention at the hand interference, interference, attention again.
     attention = best_attention(cases, base)
     base = with_interference(base, best_interference(cases, base, attention))
     attention = best_attention(cases, base)
     fitted, _ = fit(cases, base, attention)
+    return base, fitted, attention
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="write advisor/data/fitted_priors.toml")
+    args = parser.parse_args()
+    cases = llm_foundry_cases()
+    hand = default_priors(fitted=False)
+    print(f"{len(cases)} llm-foundry rows; hand priors: {summary(errors(cases, hand))}")
+    base, fitted, attention = fit_all(cases)
+    print(f"collectives (alpha-beta, B200 NCCL sweeps): {base.collective}")
     print(f"fitted: attention ratio by architecture {attention}, collective interference "
           f"{base.collective.interference}, fp8 ratio {fitted.compute.fp8_efficiency_ratio:.3f}")
     for arch in ARCHES:

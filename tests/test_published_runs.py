@@ -28,3 +28,18 @@ def test_every_published_llm_foundry_run_fits_in_its_gpu_memory():
         if fraction > 1.0:
             over.append(f"{c.label}: {fraction:.2f} of capacity")
     assert not over, "\n".join(over)
+
+
+def test_the_shipped_fitted_priors_are_what_the_fit_script_writes():
+    """advisor/data/fitted_priors.toml is reproducible: `python benchmarks/fit_priors.py
+    --write` on the reference rows gives the shipped values (to the 4 decimals it writes)."""
+    from benchmarks.fit_priors import ARCHES, fit_all
+
+    _, fitted, attention = fit_all(llm_foundry_cases())
+    shipped = default_priors()
+    for arch in ARCHES:
+        assert shipped.gemm_efficiency[arch].y == pytest.approx(fitted.gemm_efficiency[arch].y, abs=6e-5)
+        assert shipped.attention_efficiency[arch] == attention[arch]
+    assert shipped.collective == fitted.collective
+    assert shipped.compute.fp8_efficiency_ratio == pytest.approx(fitted.compute.fp8_efficiency_ratio,
+                                                                 abs=6e-5)
