@@ -193,7 +193,8 @@ def required_terms(profile: Profile) -> list[str]:
              "offload.pcie_efficiency", "offload.torch_cpu_adam_params_per_s_per_node",
              "overhead.cuda_context_bytes", "overhead.nccl_bytes_per_tier",
              "overhead.fragmentation_ddp", "overhead.fragmentation_fsdp2",
-             "overhead.fragmentation_deepspeed", "overlap.ddp", "overlap.fsdp2", "overlap.deepspeed",
+             "overhead.fragmentation_deepspeed", "collective.interference", "overlap.fsdp2",
+             "overlap.deepspeed",
              "framework_overhead_s_per_module.zero12", "framework_overhead_s_per_module.zero3",
              "framework_overhead_s_per_module.fsdp2", "uncertainty.compute_efficiency",
              "uncertainty.collective_efficiency"]

@@ -15,10 +15,13 @@ Stages, each using the advisor's own formulas with what the earlier stages fitte
 4. Overheads: GPU: CUDA context and NCCL bytes from device memory not reserved by torch,
    fragmentation = peak reserved / peak allocated - 1 per engine. CPU mode has no CUDA context,
    no NCCL and no caching allocator: all 0.
-5. Overlap and hook overhead per engine, from the strategy runs: the overlap in [0, 1] that makes
-   the advisor's step time equal the measured one (hook overhead 0); what overlap 0 cannot
-   explain goes to the hook overhead per module. The two are not separable from step times
-   alone; this order keeps the hand-set hook priors out of the fitted numbers.
+5. Interference, overlap and hook overhead, from the strategy runs. DDP (no hooks, its bucketed
+   all-reduce hidden behind backward at the shipped overlap) gives the collective interference:
+   the fraction in [0, 1] of its communication time that makes the predicted step equal the
+   measured one. Then per engine (FSDP2, DeepSpeed) the overlap in [0, 1] that does the same
+   (hook overhead 0); what overlap 0 cannot explain goes to the hook overhead per module. The
+   two are not separable from step times alone; this order keeps the hand-set hook priors out
+   of the fitted numbers.
 
 Without a catalog entry for the device (CPU mode, or a GPU the catalog lacks) the datasheet is
 replaced by a measured stand-in (calibration/device.py): peaks are the best measured rates, so
@@ -41,8 +44,10 @@ from calibration.device import measured_device_spec, profile_cluster, run_model_
 
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
               "reduce_scatter": lambda n: (n - 1) / n}
-ENGINE_RUNS = {"ddp": ("ddp",), "fsdp2": ("fsdp",), "deepspeed": ("zero2", "zero1")}
+ENGINE_RUNS = {"fsdp2": ("fsdp",), "deepspeed": ("zero2", "zero1")}
 """Which strategy run fits each engine's overlap (first one present)."""
+INTERFERENCE_RUN = "ddp"
+"""The strategy run that fits collective.interference (DDP's overlap stays the shipped prior)."""
 
 
 def _spread(samples: list[float]) -> float:
@@ -220,6 +225,14 @@ def fit_overlap(fit: Fit, m: dict, cluster: Cluster) -> None:
         """Predicted step with the fitted priors and `tables` laid over them."""
         return step_parts(ctx(apply_overrides(fit.priors, tables, fit.name)), get_strategy(strategy)).step_s
 
+    if INTERFERENCE_RUN in runs:
+        run = runs[INTERFERENCE_RUN]
+        timed, measured = run["ranks"][0]["step_s"], run["median_step_s"]
+        interference = _solve(lambda k: measured - step_s(INTERFERENCE_RUN, collective={"interference": k}),
+                              0.0, 1.0)
+        fit.add("collective.interference", interference, _spread(timed), len(timed),
+                f"fraction of {INTERFERENCE_RUN}'s communication time that makes its predicted step "
+                f"equal the measured {measured * 1e3:.3g} ms (overlap.{INTERFERENCE_RUN} as shipped)")
     for engine, names in ENGINE_RUNS.items():
         name = next((n for n in names if n in runs), None)
         if name is None:
