@@ -7,7 +7,7 @@ A GPU preset is `advisor/data/gpus/<name>.toml`; its file name is its id. Keys c
 from __future__ import annotations
 
 import re
-from functools import cache
+from functools import cache, lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -185,11 +185,13 @@ class ClusterOverrides(BaseModel):
 MAX_GPUS = 65536
 
 
+@lru_cache(maxsize=256)
 def parse_cluster(spec: str, overrides: ClusterOverrides | None = None) -> Cluster:
     """Parse `8xA100`, `2x8xH100`, `64xH100`, `4xA100-40GB`, `8xL40S` or a bare `H100`.
 
     `NxGPU` with N above the node size means N GPUs in nodes of `gpus_per_node` (the flag, else
-    the GPU's typical node, 8 for HGX boards); `MxNxGPU` means M nodes of N.
+    the GPU's typical node, 8 for HGX boards); `MxNxGPU` means M nodes of N. Cached: a Cluster is
+    immutable (add notes with `with_note`, which returns a new one).
     """
     overrides = overrides or ClusterOverrides()
     match = _SPEC_RE.match(spec or "")

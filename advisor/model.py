@@ -8,7 +8,7 @@ ratio). The model knows nothing of parallelism; strategies read its counts.
 from __future__ import annotations
 
 import math
-from functools import cache
+from functools import cache, lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -184,9 +184,11 @@ _INFER_HEAD_DIM = 128
 _INFER_VOCAB = 32000
 
 
+@lru_cache(maxsize=256)
 def infer_from_params(params: float) -> ModelSpec:
     """A Llama-style shape for a parameter count: hidden ~ (128 * P / 12)^(1/3) rounded to 128;
-    layers chosen so the shape's count is closest to P. The given P stays exact for memory."""
+    layers chosen so the shape's count is closest to P. The given P stays exact for memory.
+    Cached: a ModelSpec is immutable."""
     if not (params > 0) or params > MAX_PARAMS or math.isnan(params):
         raise InvalidInput("params", f"{params:g} is out of range", f"1e6 to {MAX_PARAMS:g}")
     if params < 1e6:
