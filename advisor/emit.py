@@ -4,8 +4,8 @@ rendered from templates/ and written atomically into the --out folder.
 Templates: jinja2 with StrictUndefined. The YAML is `yaml.safe_dump` of the plan's values, line by
 line, with the template adding a comment line above each value the advisor decided; the JSON is
 `json.dumps`. templates/ sits at the repository top level (DESIGN.md's layout) and is found next to
-this package (`Path(__file__).parents[1]`): that holds for a checkout and for the editable install
-(`pip install -e .`) the project uses; a wheel would have to ship templates/ as package data.
+this package (a checkout, the editable install) or, installed from a wheel, as the package
+`advisor_templates` that pyproject.toml maps it to (`templates_dir`).
 
 Writing: every file is rendered first, then written into a temporary folder beside --out and moved
 into place, so an error leaves --out as it was. An existing --out is replaced only when it is empty
@@ -14,6 +14,7 @@ or holds a plan this module wrote (its PLAN.md starts with PLAN_MARKER).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shlex
 import shutil
@@ -40,18 +41,28 @@ from advisor.plan import (
 from advisor.results import Estimate, Recommendation
 from advisor.units import GB, GiB, duration_text
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+
+def templates_dir() -> Path:
+    """templates/: beside the checkout (a clone, the editable install), or shipped inside the
+    wheel as the package `advisor_templates` (pyproject.toml)."""
+    source = Path(__file__).resolve().parents[1] / "templates"
+    if source.is_dir():
+        return source
+    spec = importlib.util.find_spec("advisor_templates")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    raise FileNotFoundError(f"templates not found at {source} nor as the package advisor_templates")
+
+
 PLAN_MARKER = "<!-- written by advisor: this folder is replaced when a plan is emitted again -->"
 MEMORY_PARTS = ("params", "grads", "optimizer", "activations", "logits", "buffers", "overhead")
 
 
 @cache
 def environment() -> jinja2.Environment:
-    if not TEMPLATES.is_dir():
-        raise FileNotFoundError(f"templates folder not found at {TEMPLATES} (see advisor/emit.py)")
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                             autoescape=False)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
     env.filters |= {"gib": lambda b: f"{b / GiB:.1f}", "gb": lambda b: f"{b / GB:.2f}",
                     "ms": lambda s: f"{1e3 * s:.0f}", "pct": lambda f: f"{100 * f:.1f}%",
                     "duration": duration_text, "sh": shlex.quote, "json": json.dumps}

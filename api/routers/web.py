@@ -4,7 +4,6 @@ to their fields), POST /bundle downloads the config zip. Plain HTML forms: no Ja
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 
 from fastapi import APIRouter, Request, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -12,12 +11,13 @@ from starlette.exceptions import HTTPException
 from starlette.templating import Jinja2Templates
 
 from advisor.catalog import gpu_rows, model_rows
+from advisor.emit import templates_dir
 from advisor.errors import AdvisorError, Infeasible, InvalidInput
 from advisor.workload import PRECISIONS
 from api import bundle, forms, service, views
 from api.schemas import ConfigsRequest
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates" / "web"
+TEMPLATES_DIR = templates_dir() / "web"
 templates = Jinja2Templates(env=Environment(
     loader=FileSystemLoader(TEMPLATES_DIR), autoescape=True, undefined=StrictUndefined,
     trim_blocks=True, lstrip_blocks=True))
