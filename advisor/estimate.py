@@ -22,6 +22,7 @@ from advisor.results import (
 )
 from advisor.strategies.base import Context, Strategy
 from advisor.timing import StepInputs, combine, step_inputs
+from advisor.units import gib_text
 from advisor.workload import Workload
 
 
@@ -76,6 +77,22 @@ def _communication(ctx: Context, inputs: StepInputs) -> Communication:
         nvme_bytes_per_step=host.nvme_bytes, time_s=inputs.comm_total_s)
 
 
+def _sync_fix(ctx: Context, strategy: Strategy) -> str | None:
+    """For an FSDP plan that accumulates with the sync skipped and does not fit: syncing every
+    micro-batch, when that alone makes it fit (the unsharded gradient buffer goes)."""
+    w = ctx.workload
+    if strategy.family != "fsdp" or w.grad_accum == 1 or w.sync_each_micro_batch:
+        return None
+    synced = Context(ctx.cluster, ctx.model, w.model_copy(update={"sync_each_micro_batch": True}),
+                     ctx.priors)
+    memory = memory_breakdown(synced, strategy)
+    if does_not_fit(memory, ctx.priors.offload.host_ram_usable_fraction) is not None:
+        return None
+    return (f"reduce gradients every micro-batch (--sync-each-micro-batch, Accelerate's "
+            f"sync_each_batch): no unsharded gradient buffer, {gib_text(memory.per_gpu_bytes.total)} "
+            "per GPU")
+
+
 def estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: Strategy,
              priors: Priors, tokens_to_train: float | None = None) -> Estimate:
     """Memory, communication, step time (with its low/high range) and throughput of one plan,
@@ -109,6 +126,7 @@ def estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: S
         time_to_train_s=(tokens_to_train / (tps_gpu * cluster.num_gpus)
                          if tokens_to_train else None))
     reason = does_not_fit(memory, priors.offload.host_ram_usable_fraction)
-    return Estimate(fits=reason is None, reason=reason, fix=None, memory=memory,
+    fix = _sync_fix(ctx, strategy) if reason else None
+    return Estimate(fits=reason is None, reason=reason, fix=fix, memory=memory,
                     communication=_communication(ctx, inputs),
                     time=time, throughput=throughput, **base)

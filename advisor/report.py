@@ -97,7 +97,8 @@ def print_estimate(e: Estimate, console: Console | None = None) -> None:
                   f"{'' if s.master_weights or s.precision == 'fp32' else ' (pure)'}, {s.optimizer}")
     for note in e.cluster.notes:
         console.print(f"[dim]note: {note}[/dim]")
-    verdict = "[green]fits[/green]" if e.fits else f"[red]does not fit[/red]: {e.reason}"
+    fix = f". Fix: {e.fix}" if e.fix else ""
+    verdict = "[green]fits[/green]" if e.fits else f"[red]does not fit[/red]: {e.reason}{fix}"
     console.print(verdict)
     if e.memory is None:
         return

@@ -237,3 +237,15 @@ def test_parameter_tensors_add_up_to_the_parameter_count():
 
     for name, spec in model_presets().items():
         assert sum(spec.parameter_tensors()) == spec.shape_params, name
+
+
+def test_an_fsdp_estimate_that_only_the_no_sync_buffer_breaks_names_the_fix():
+    """llama-2-13b, 8 x A100-40GB, accumulation 8, full checkpointing: the 2P unsharded gradient
+    buffer takes it over 40 GB; the estimate's fix is syncing every micro-batch, which fits."""
+    held = run("fsdp", "8xA100-40GB", "llama-2-13b", grad_accum=8, act_ckpt="full")
+    assert not held.fits and "--sync-each-micro-batch" in held.fix
+    synced = run("fsdp", "8xA100-40GB", "llama-2-13b", grad_accum=8, act_ckpt="full",
+                 sync_each_micro_batch=True)
+    assert synced.fits and f"{synced.memory.per_gpu_bytes.total / 2**30:.1f} GiB" in held.fix
+    # no fix offered where syncing would not be enough (70B on the same GPUs)
+    assert run("fsdp", "8xA100-40GB", "llama-3-70b", grad_accum=8, act_ckpt="full").fix is None
