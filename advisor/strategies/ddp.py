@@ -5,7 +5,8 @@ makes 16-bit copies of the weights in forward and keeps them for backward. The r
 gradients into flat buckets (bucket_cap_mb=25, gradient_as_bucket_view=False: PyTorch defaults,
 torch/nn/parallel/distributed.py) and all-reduces each bucket during backward; with gradient
 accumulation Accelerate runs `no_sync`, so gradients are reduced once per step (every
-micro-batch with `sync_each_micro_batch`).
+micro-batch with `sync_each_micro_batch`). Without master weights (a bf16 model, no autocast)
+the replica, gradients, buckets and moments are bf16 and autocast makes no copies.
 """
 
 from __future__ import annotations
