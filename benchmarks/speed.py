@@ -5,6 +5,8 @@
 Prints, each next to its target:
 - in-process time of a full recommendation (request -> validated -> resolved -> searched, as
   `advisor/cli.py` does it), warm-up once, then the median of N runs, in ms (<= 50 ms);
+- the slowest of the worst-case requests (every field at its bound: tests/test_api.py's
+  WORST_CASES), each timed once after the warm-up above (<= 1 s);
 - wall time of a cold `advisor recommend --params 13e9 --gpus 8xA100 --json`, median of 5 (<= 0.5 s);
 - whether that command imports torch, deepspeed or fastapi (it must not).
 Exits 1 when a figure misses its target or a heavy module is imported.
@@ -13,6 +15,7 @@ Exits 1 when a figure misses its target or a heavy module is imported.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import statistics
@@ -21,11 +24,22 @@ import sys
 import time
 from pathlib import Path
 
+from advisor.errors import AdvisorError
 from advisor.inputs import RecommendRequest, validate_request
 from advisor.jobs import run_recommend
 from advisor.results import Recommendation
 
 SEARCH_TARGET_MS = 50.0
+WORST_CASE_TARGET_S = 1.0
+WORST_CASES = [
+    {"params": 1e13, "gpus": "65536xH100", "seq_len": 1048576},
+    {"params": 1e13, "gpus": "8192x8xB200", "seq_len": 1048576, "tokens": 1e16},
+    {"model": "llama-3.1-405b", "gpus": "1xL4", "seq_len": 1048576},
+    {"params": 1e6, "gpus": "65536xH100", "seq_len": 1, "global_batch_tokens": 65536 * 64},
+    {"layers": 1024, "hidden": 131072, "heads": 1024, "ffn": 1048576, "vocab": 4194304,
+     "gpus": "64x1xMI300X", "seq_len": 1048576},
+]
+"""Requests at the bounds of every field (the same as tests/test_api.py's WORST_CASES)."""
 COLD_CLI_TARGET_S = 0.5
 COLD_RUNS = 5
 HEAVY = ("torch", "deepspeed", "fastapi")
@@ -106,6 +120,15 @@ def main() -> int:
         print(f"search  recommend {label}: {median_ms:7.1f} ms  (target <= {SEARCH_TARGET_MS:g} ms, "
               f"{verdict(median_ms <= SEARCH_TARGET_MS)}; {result.candidates_evaluated} candidates, "
               f"chosen {result.chosen})")
+    worst = []
+    for data in WORST_CASES:
+        start = time.perf_counter()
+        with contextlib.suppress(AdvisorError):  # a rejected input (a 422) still counts its time
+            recommend_once(data)
+        worst.append(time.perf_counter() - start)
+    ok &= max(worst) <= WORST_CASE_TARGET_S
+    print(f"worst   {len(worst)} requests at every field's bound: slowest {max(worst):5.3f} s  "
+          f"(target <= {WORST_CASE_TARGET_S:g} s, {verdict(max(worst) <= WORST_CASE_TARGET_S)})")
     cold_s = time_cold_cli(COLD_RUNS)
     ok &= cold_s <= COLD_CLI_TARGET_S
     print(f"cold    advisor {' '.join(CLI_ARGS)}: {cold_s:5.3f} s  (median of {COLD_RUNS}, "

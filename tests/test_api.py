@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 import zipfile
 from contextlib import redirect_stdout
 
@@ -13,8 +12,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from advisor import cli
+from advisor.strategies import STRATEGY_NAMES
 from api.app import create_app
 from api.settings import Settings
+from benchmarks import speed
 
 ERROR_KEYS = {"code", "message", "field", "allowed", "errors"}
 
@@ -236,28 +237,25 @@ def test_openapi_examples_are_accepted(client):
             assert r.status_code == 200, (example, r.text)
 
 
-WORST_CASES = [
-    {"params": 1e13, "gpus": "65536xH100", "seq_len": 1048576},
-    {"params": 1e13, "gpus": "8192x8xB200", "seq_len": 1048576, "tokens": 1e16},
-    {"model": "llama-3.1-405b", "gpus": "1xL4", "seq_len": 1048576},
-    {"params": 1e6, "gpus": "65536xH100", "seq_len": 1, "global_batch_tokens": 65536 * 64},
-    {"layers": 1024, "hidden": 131072, "heads": 1024, "ffn": 1048576, "vocab": 4194304,
-     "gpus": "64x1xMI300X", "seq_len": 1048576},
-]
+WORST_CASES = speed.WORST_CASES
 
 
 @pytest.mark.parametrize("job", WORST_CASES, ids=range(len(WORST_CASES)))
-def test_worst_case_recommend_stays_under_a_second(job):
-    # A fresh app per case, so that no result comes from the cache.
+def test_worst_case_recommend_answers_with_bounded_work(job):
+    """Inputs at every field's bound get an answer (or a 422), and the search's work stays within
+    its grid: strategies x checkpointing x gradient-sync modes x the micro-batch ladder. Their
+    time (target 1 s each) is measured by `python benchmarks/speed.py`, not here."""
+    from advisor.search import MICRO_BATCH_LADDER
+    from advisor.workload import ACT_CKPTS
     from api import service
 
-    service.clear_caches()
+    service.clear_caches()  # no result from the cache
     client = TestClient(create_app(Settings()), raise_server_exceptions=False)
-    start = time.perf_counter()
     r = client.post("/v1/recommend", json=job)
-    elapsed = time.perf_counter() - start
     assert r.status_code in (200, 422), r.text
-    assert elapsed < 1.0, f"{elapsed:.2f} s"
+    if r.status_code == 200:
+        grid = len(STRATEGY_NAMES) * len(ACT_CKPTS) * 2 * len(MICRO_BATCH_LADDER)
+        assert 0 < r.json()["candidates_evaluated"] <= grid
 
 
 def test_configs_json_and_zip(client):

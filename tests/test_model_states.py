@@ -249,3 +249,22 @@ def test_an_fsdp_estimate_that_only_the_no_sync_buffer_breaks_names_the_fix():
     assert synced.fits and f"{synced.memory.per_gpu_bytes.total / 2**30:.1f} GiB" in held.fix
     # no fix offered where syncing would not be enough (70B on the same GPUs)
     assert run("fsdp", "8xA100-40GB", "llama-3-70b", grad_accum=8, act_ckpt="full").fix is None
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 8, 100, 4096])
+def test_straddle_surplus_matches_a_rank_by_rank_count(world):
+    """straddle_surplus finds the largest rank at the points where tensor ranges begin or end;
+    counting every rank's tensors one by one gives the same answer."""
+    from advisor.model import preset
+
+    for name in ("gpt2", "llama-2-7b", "llama-3-70b"):
+        model = preset(name)
+        sizes = model.parameter_tensors()
+        total = sum(sizes)
+        partition = -(-total // (2 * world)) * 2
+        held, start = [0] * world, 0
+        for size in sizes:
+            for rank in range(start // partition, min((start + size - 1) // partition, world - 1) + 1):
+                held[rank] += size
+            start += size
+        assert straddle_surplus(model, world) == max(0, max(held) - total // world), (name, world)

@@ -14,6 +14,7 @@ transformers.integrations.deepspeed: reduce_bucket_size = h^2, stage3_prefetch_b
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
@@ -73,14 +74,22 @@ def straddle_surplus(model: ModelSpec, world: int) -> int:
     sizes = model.parameter_tensors()
     total = sum(sizes)
     partition = -(-total // (2 * world)) * 2
-    held = [0] * world
+    # Each tensor adds its size to every rank from `first` to `last`. What a rank holds only
+    # changes where a tensor's range begins or ends, so the largest is found at those points:
+    # O(tensors), however many ranks a tensor spans.
+    changes: dict[int, int] = defaultdict(int)
     start = 0
     for size in sizes:
-        first, last = start // partition, (start + size - 1) // partition
-        for rank in range(first, min(last, world - 1) + 1):
-            held[rank] += size
+        first, last = start // partition, min((start + size - 1) // partition, world - 1)
+        changes[first] += size
+        changes[last + 1] -= size
         start += size
-    return max(0, max(held) - total // world)
+    held = largest = 0
+    for rank in sorted(changes):
+        held += changes[rank]
+        if rank < world:
+            largest = max(largest, held)
+    return max(0, largest - total // world)
 
 
 def persistent_params(model: ModelSpec, threshold: int) -> int:
