@@ -7,7 +7,8 @@ Runs the model, with the shipped priors and no per-row tuning, over every row of
 tokens/s/GPU and MFU (median, p90, max |%|) overall, by GPU and by model size; the
 cross-validated error of the fit (benchmarks/fit_priors.py); the Granite-7B FSDP vs ZeRO-3
 head-to-head; how often the measured value falls inside the low/high range; and the predicted
-peak memory of the published runs against their GPUs' memory; and, from one user's DeepSpeed
+peak memory of the published runs against their GPUs' memory; torchtitan's FSDP2 runs, held
+out of the fit; and, from one user's DeepSpeed
 issue, memory and relative step time of FSDP and ZeRO-2/3 with and without offload.
 """
 
@@ -29,6 +30,8 @@ from benchmarks.reference import (  # noqa: E402
     falcon_issue_runs,
     granite_cases,
     llm_foundry_cases,
+    torchtitan_cases,
+    torchtitan_rows,
 )
 
 
@@ -104,7 +107,24 @@ def main() -> None:
     print(f"  assumptions: {granite_cases()[0].note}")
     everything = [r["tps_err"] for r in results + head]
     print(f"  all {len(everything)} expressible rows (llm-foundry + Granite): {summary(everything)}")
+    held_out(priors)
     falcon_issue(priors)
+
+
+def held_out(priors) -> None:
+    """torchtitan's FSDP2 runs: a model family, framework and attention kernel the fit never saw."""
+    cases = torchtitan_cases()
+    skipped = len(torchtitan_rows()) - len(cases)
+    print(f"\nHeld out, not in the fit: torchtitan FSDP2 on 64 x A100-80GB (docs/performance.md; "
+          f"{skipped} 'selective layer' rows not expressible)")
+    results = evaluate(cases, priors)
+    for r in results:
+        c, e = r["case"], r["estimate"]
+        fraction = e.memory.per_gpu_bytes.total / e.memory.capacity_bytes
+        print(f"  {c.label:52s} measured {c.tokens_per_s_per_gpu:6.0f}  predicted "
+              f"{e.throughput.tokens_per_s_per_gpu:6.0f} ({100 * r['tps_err']:+5.1f}%)  MFU "
+              f"{e.throughput.mfu:.3f} vs {c.mfu:.3f}; predicted memory {fraction:.2f} of the GPU")
+    print(f"  tokens/s/GPU           {summary([r['tps_err'] for r in results])}")
 
 
 def falcon_issue(priors) -> None:

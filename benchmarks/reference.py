@@ -157,3 +157,32 @@ def falcon_issue_runs() -> tuple[Cluster, ModelSpec, list[ReportedRun]]:
         memory = float(row["peak_mem_gib_per_gpu"]) if row["peak_mem_gib_per_gpu"] else None
         runs.append(ReportedRun(name + variant, strategy, workload, step, memory))
     return parse_cluster("8xA100-40GB"), preset("falcon-7b"), runs
+
+
+TORCHTITAN = Path(__file__).parent / "data" / "torchtitan.csv"
+
+
+def torchtitan_rows() -> list[dict]:
+    """torchtitan's published FSDP2 runs (docs/performance.md, 64 x A100-80GB), as copied into
+    benchmarks/data/torchtitan.csv with their source. Not used by the fit: held out."""
+    with open(TORCHTITAN) as f:
+        return list(csv.DictReader(f))
+
+
+def torchtitan_cases() -> list[Case]:
+    """The expressible torchtitan rows: FSDP2 FULL_SHARD, no accumulation, bf16 with fp32 shards
+    (MixedPrecisionPolicy), HF-style loss (logits upcast to fp32). "selective op" maps to
+    advisor's selective checkpointing; "selective layer" (every other layer) has no mapping."""
+    cases = []
+    for row in torchtitan_rows():
+        if not row["act_ckpt"]:
+            continue
+        workload = Workload(seq_len=int(row["seq_len"]), micro_batch=int(row["micro_batch"]),
+                            act_ckpt=row["act_ckpt"])
+        cases.append(Case(
+            source="torchtitan", cluster=parse_cluster(row["gpus"]), model=preset(row["model"]),
+            workload=workload, strategy=get_strategy("fsdp", 2),
+            tokens_per_s_per_gpu=float(row["tokens_per_s_per_gpu"]), mfu=float(row["mfu"]),
+            label=(f"{row['model']} {row['gpus']} s={row['seq_len']} mb={row['micro_batch']} "
+                   f"{row['act_ckpt_reported']}"), note=row["notes"]))
+    return cases
