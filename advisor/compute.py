@@ -44,12 +44,14 @@ def _kernel_efficiency(ctx: Context) -> float:
     return min(eff, 0.95)
 
 
+def _fp8_factor(ctx: Context) -> float:
+    """fp8 GEMMs reach a lower fraction of their (higher) peak than bf16 ones."""
+    return ctx.priors.compute.fp8_efficiency_ratio if ctx.workload.precision == "fp8" else 1.0
+
+
 def efficiency(ctx: Context) -> float:
     """Achieved fraction of the dense peak for this model, micro-batch and precision."""
-    eff = _kernel_efficiency(ctx)
-    if ctx.workload.precision == "fp8":
-        eff *= ctx.priors.compute.fp8_efficiency_ratio
-    return eff
+    return _kernel_efficiency(ctx) * _fp8_factor(ctx)
 
 
 def attention_precision(precision: str) -> str:
@@ -65,8 +67,9 @@ def micro_batch_time(ctx: Context) -> MicroBatchTime:
     gpu = ctx.cluster.gpu
     skip = cp.flash_causal_skip if w.flash_attention else 1.0
     tokens = w.micro_batch * w.seq_len
-    dense_rate = gpu.peak_flops(w.precision) * efficiency(ctx)
-    attention_rate = (gpu.peak_flops(attention_precision(w.precision)) * _kernel_efficiency(ctx)
+    kernel = _kernel_efficiency(ctx)
+    dense_rate = gpu.peak_flops(w.precision) * kernel * _fp8_factor(ctx)
+    attention_rate = (gpu.peak_flops(attention_precision(w.precision)) * kernel
                       * ctx.priors.attention_efficiency[gpu.architecture])
     seconds = (ctx.model.dense_flops_per_token() * tokens / dense_rate
                + ctx.model.attention_flops_per_token(w.seq_len) * skip * tokens / attention_rate)

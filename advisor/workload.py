@@ -85,9 +85,10 @@ class ParamBytes:
 
     @property
     def optimizer_element(self) -> int:
-        """Bytes of one optimizer-side element (moment, step gradient): fp32 unless the
-        training is pure 16-bit."""
-        return 4 if self.master or self.compute == 4 else self.compute
+        """Bytes per element of what the optimizer steps: the fp32 master copy, or the working
+        copy when it is the only one (pure fp32, pure 16-bit); its moments and step gradient
+        are kept in the same dtype. Also what DDP's module and FSDP's shards hold."""
+        return self.master or self.compute
 
 
 @cache
@@ -112,12 +113,11 @@ def optimizer_step_bytes_per_param(precision: Precision, optimizer: OptimizerNam
                                    master_weights: bool = True) -> int:
     """HBM bytes read + written per parameter by one optimizer step (memory-bound kernel).
 
-    Read master, states and the fp32 gradient; write master and states; write the 16-bit
-    working copy. AdamW mixed: 4+8+4 read, 4+8 write, 2 write = 30 B. Pure bf16: 2+4+2 read,
-    2+4 write = 14 B.
+    Read the stepped weights, states and gradient; write weights and states; with a master
+    copy, write the 16-bit working copy too. AdamW mixed: 4+8+4 read, 4+8 write, 2 write = 30 B.
+    Pure bf16: 2+4+2 read, 2+4 write = 14 B.
     """
     pb = param_bytes(precision, master_weights)
-    states = optimizer_state_bytes(optimizer, pb.optimizer_element)
-    master = pb.master or pb.compute
-    return ((master + states + pb.optimizer_element) + (master + states)
-            + (pb.compute if pb.master else 0))
+    e = pb.optimizer_element
+    states = optimizer_state_bytes(optimizer, e)
+    return (e + states + e) + (e + states) + (pb.compute if pb.master else 0)

@@ -32,6 +32,7 @@ import math
 import re
 import statistics
 import sys
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from advisor.hardware import gpu_catalog  # noqa: E402
 from advisor.priors import Curve, Priors, default_priors  # noqa: E402
 from advisor.timing import step_parts  # noqa: E402
 from benchmarks.reference import REFERENCE, Case, llm_foundry_cases  # noqa: E402
+from calibration.fit import solve  # noqa: E402
 
 KNOTS = [768.0, 2048.0, 4096.0, 8192.0]
 ARCHES = ("ampere", "hopper")
@@ -93,14 +95,8 @@ def predicted_tps(case: Case, priors: Priors, compute_scale: float = 1.0) -> flo
 
 def implied_scale(case: Case, priors: Priors) -> float:
     """Compute-efficiency scale at which the model matches the measurement (bisection, log)."""
-    lo, hi = math.log(0.05), math.log(20.0)
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        if predicted_tps(case, priors, math.exp(mid)) < case.tokens_per_s_per_gpu:
-            lo = mid
-        else:
-            hi = mid
-    return math.exp((lo + hi) / 2)
+    return math.exp(solve(lambda x: case.tokens_per_s_per_gpu - predicted_tps(case, priors, math.exp(x)),
+                          math.log(0.05), math.log(20.0)))
 
 
 def _weights(hidden: float) -> np.ndarray:
@@ -161,16 +157,12 @@ def fit(cases: list[Case], base: Priors, attention: dict[str, float]) -> tuple[P
 def implied_fp8_ratio(case: Case, priors: Priors) -> float:
     """The fp8 ratio (it scales the fp8 GEMMs only, not bf16 attention) at which the model
     matches an fp8 row (bisection)."""
-    lo, hi = 0.05, 1.0
-    for _ in range(40):
-        mid = (lo + hi) / 2
+    def gap(ratio: float) -> float:
         trial = priors.model_copy(update={"compute": priors.compute.model_copy(
-            update={"fp8_efficiency_ratio": mid})})
-        if predicted_tps(case, trial) < case.tokens_per_s_per_gpu:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+            update={"fp8_efficiency_ratio": ratio})})
+        return case.tokens_per_s_per_gpu - predicted_tps(case, trial)
+
+    return solve(gap, 0.05, 1.0)
 
 
 def errors(cases: list[Case], priors: Priors) -> list[float]:
@@ -187,29 +179,28 @@ def summary(errs: list[float]) -> str:
             f"max {100 * a[-1]:5.1f}%  bias {100 * statistics.median(errs):+5.1f}%")
 
 
-def cross_validate(cases: list[Case], base: Priors, attention: dict[str, float], key) -> list[float]:
-    """Hold out each group given by `key`, fit on the rest, collect held-out errors."""
-    held = []
-    for group in sorted({key(c) for c in cases}):
-        train = [c for c in cases if key(c) != group]
-        test = [c for c in cases if key(c) == group]
-        if not train or not test:
-            continue
-        priors, _ = fit(train, base, attention)
-        held.extend(errors(test, priors))
-    return held
-
-
-def cross_validate_refit(cases: list[Case], key) -> list[float]:
-    """As cross_validate, but every fold refits everything (`fit_all`: attention ratios and
-    interference too), so nothing fitted on the held-out rows reaches their predictions."""
+def held_out_errors(cases: list[Case], key, fit_fold: Callable[[list[Case]], Priors]) -> list[float]:
+    """Hold out each group given by `key`, fit on the rest with `fit_fold`, collect the held-out
+    rows' errors."""
     held = []
     for group in sorted({key(c) for c in cases}):
         train = [c for c in cases if key(c) != group]
         test = [c for c in cases if key(c) == group]
         if train and test:
-            held.extend(errors(test, fit_all(train)[1]))
+            held.extend(errors(test, fit_fold(train)))
     return held
+
+
+def cross_validate(cases: list[Case], base: Priors, attention: dict[str, float], key) -> list[float]:
+    """Held-out errors refitting the curves and the fp8 ratio per fold; the attention ratios and
+    `base`'s collective terms stay as given."""
+    return held_out_errors(cases, key, lambda train: fit(train, base, attention)[0])
+
+
+def cross_validate_refit(cases: list[Case], key) -> list[float]:
+    """As cross_validate, but every fold refits everything (`fit_all`: attention ratios and
+    interference too), so nothing fitted on the held-out rows reaches their predictions."""
+    return held_out_errors(cases, key, lambda train: fit_all(train)[1])
 
 
 def rms_log(errs: list[float]) -> float:

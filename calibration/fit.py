@@ -55,7 +55,7 @@ def _spread(samples: list[float]) -> float:
     return statistics.median(abs(x - mid) for x in samples) / mid if len(samples) > 1 else 0.0
 
 
-def _solve(f: Callable[[float], float], lo: float, hi: float) -> float:
+def solve(f: Callable[[float], float], lo: float, hi: float) -> float:
     """Root of a non-increasing f on [lo, hi] by bisection (clamped to the ends)."""
     if f(lo) <= 0:
         return lo
@@ -228,7 +228,7 @@ def fit_overlap(fit: Fit, m: dict, cluster: Cluster) -> None:
     if INTERFERENCE_RUN in runs:
         run = runs[INTERFERENCE_RUN]
         timed, measured = run["ranks"][0]["step_s"], run["median_step_s"]
-        interference = _solve(lambda k: measured - step_s(INTERFERENCE_RUN, collective={"interference": k}),
+        interference = solve(lambda k: measured - step_s(INTERFERENCE_RUN, collective={"interference": k}),
                               0.0, 1.0)
         fit.add("collective.interference", interference, _spread(timed), len(timed),
                 f"fraction of {INTERFERENCE_RUN}'s communication time that makes its predicted step "
@@ -245,7 +245,7 @@ def fit_overlap(fit: Fit, m: dict, cluster: Cluster) -> None:
         def gap(o: float, name=name, engine=engine, no_hooks=no_hooks, measured=measured) -> float:
             return step_s(name, overlap={engine: o}, framework_overhead_s_per_module=no_hooks) - measured
 
-        overlap = _solve(gap, 0.0, 1.0)
+        overlap = solve(gap, 0.0, 1.0)
         residual = -gap(overlap)
         fit.add(f"overlap.{engine}", overlap, sigma, len(timed),
                 f"overlap making the predicted {name} step equal the measured {measured * 1e3:.3g} ms")

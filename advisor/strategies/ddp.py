@@ -37,7 +37,7 @@ class DDP:
 
     def _weight_bytes(self, ctx: Context) -> int:
         """fp32 weights (autocast keeps the module in fp32; pure fp32 is fp32 too)."""
-        return ctx.bytes.master or ctx.bytes.compute
+        return ctx.bytes.optimizer_element
 
     def model_states(self, ctx: Context) -> ModelStates:
         w = self._weight_bytes(ctx)

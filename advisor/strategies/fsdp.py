@@ -63,7 +63,7 @@ class _FSDP:
     def _shard_element(ctx: Context) -> int:
         """Bytes of one sharded parameter and of its gradient: fp32 (mixed precision keeps the
         module in fp32), or the 16-bit dtype without master weights."""
-        return ctx.bytes.master or ctx.bytes.compute
+        return ctx.bytes.optimizer_element
 
     def _sharded_bytes_per_param(self, ctx: Context) -> int:
         """Sharded params + sharded grads + optimizer moments."""
