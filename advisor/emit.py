@@ -39,6 +39,7 @@ from advisor.plan import (
     reasons,
 )
 from advisor.results import Estimate, Recommendation
+from advisor.text import MAX_PATH_CHARS, check_text, markdown, one_line
 from advisor.units import GB, GiB, duration_text
 
 
@@ -65,7 +66,8 @@ def environment() -> jinja2.Environment:
                              lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
     env.filters |= {"gib": lambda b: f"{b / GiB:.1f}", "gb": lambda b: f"{b / GB:.2f}",
                     "ms": lambda s: f"{1e3 * s:.0f}", "pct": lambda f: f"{100 * f:.1f}%",
-                    "duration": duration_text, "sh": shlex.quote, "json": json.dumps}
+                    "duration": duration_text, "sh": shlex.quote, "json": json.dumps,
+                    "md": markdown, "comment": one_line}
     return env
 
 
@@ -169,19 +171,47 @@ def render(plan: Plan, alternatives: list[tuple[str, Plan]]) -> dict[str, str]:
     return files
 
 
+def check_out(out: str | Path) -> Path:
+    """The --out folder, resolved, if a plan can be written there: a printable, non-empty path
+    whose nearest existing ancestor is a directory. InvalidInput("out", ...) otherwise."""
+    text = check_text(str(out), "out", MAX_PATH_CHARS)
+    root = Path(text).expanduser().resolve()
+    _folder_ok(root)
+    ancestor = root.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise InvalidInput("out", f"{ancestor} is a file, so {text} cannot be a folder",
+                           "a path whose parents are folders")
+    return root
+
+
 def _folder_ok(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise InvalidInput("out", f"{out} is a file", "a new folder, or one advisor wrote")
-    if out.is_dir() and any(out.iterdir()):
-        plan_md = out / "PLAN.md"
-        if not (plan_md.is_file() and plan_md.read_text().startswith(PLAN_MARKER)):
-            raise InvalidInput("out", f"{out} holds files that advisor did not write",
-                               "a new or empty folder, or one advisor wrote")
+    try:
+        if out.exists() and not out.is_dir():
+            raise InvalidInput("out", f"{out} is a file", "a new folder, or one advisor wrote")
+        if out.is_dir() and any(out.iterdir()):
+            plan_md = out / "PLAN.md"
+            if not (plan_md.is_file() and plan_md.read_text(errors="replace").startswith(PLAN_MARKER)):
+                raise InvalidInput("out", f"{out} holds files that advisor did not write",
+                                   "a new or empty folder, or one advisor wrote")
+    except OSError as exc:
+        raise InvalidInput("out", f"cannot use {out}: {exc.strerror or exc}",
+                           "a folder you can write") from None
 
 
 def write_folder(out: Path, files: dict[str, str]) -> None:
-    """Write `files` (relative path -> text) as folder `out`, all or nothing."""
+    """Write `files` (relative path -> text) as folder `out`, all or nothing; a folder that
+    cannot be written (permissions, a read-only or pseudo file system) is InvalidInput("out")."""
     _folder_ok(out)
+    try:
+        _write_folder(out, files)
+    except OSError as exc:
+        raise InvalidInput("out", f"cannot write {out}: {exc.strerror or exc}",
+                           "a folder you can write") from None
+
+
+def _write_folder(out: Path, files: dict[str, str]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -215,8 +245,7 @@ def alternative_folder(rank: int, e: Estimate) -> str:
 def write_plans(out: str | Path, chosen: Estimate, model: ModelSpec, options: EmitOptions,
                 why: list[str], notes: list[str], alternatives: Sequence[Estimate] = ()) -> list[Plan]:
     """Render the chosen plan into `out` and each alternative into out/alternatives/<rank>-<name>/."""
-    root = Path(out).expanduser().resolve()
-    _folder_ok(root)
+    root = check_out(out)
     alts = [(alternative_folder(i, a),
              build_plan(a, model, options, [], notes, root / alternative_folder(i, a)))
             for i, a in enumerate(alternatives, 2)]

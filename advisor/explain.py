@@ -54,6 +54,8 @@ def cheapest_fix(est: Estimate, space: SearchSpace, cluster: Cluster, model: Mod
     bigger = sorted((g for g in gpu_catalog().values() if g.memory_in_GiB * GiB >= needed),
                     key=lambda g: g.memory_in_GiB)
     options = []
+    if strategy.family == "ddp":  # a replica per GPU: sharding is the fix, not a bigger GPU
+        options.append("a sharded strategy (fsdp, zero3)")
     if bigger:
         options.append(f"a GPU with at least {gib_text(needed)} ({bigger[0].name})")
     if scaled is not None:

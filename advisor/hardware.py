@@ -48,7 +48,7 @@ class GPUSpec(BaseModel):
     default_for: list[str] = []
     """Ambiguous short names that resolve to this GPU (e.g. `A100`); the output says so."""
     vendor: Literal["NVIDIA", "AMD"]
-    architecture: Literal["volta", "ampere", "ada", "hopper", "blackwell", "cdna3"]
+    architecture: Literal["volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4"]
     """Keys the efficiency priors in `advisor/data/priors.toml`."""
     memory_in_GiB: float = Field(gt=0)
     """Device memory as the driver reports it (an "80 GB" A100 has 80 GiB)."""
@@ -161,7 +161,8 @@ def resolve_gpu(name: str) -> tuple[GPUSpec, str | None]:
             others = [s.name for s in catalog.values()
                       if s.name != spec.name and s.name.lower().startswith(key)]
             return spec, (f"'{name}' resolved to {spec.name}"
-                          + (f" (pass {' or '.join(others)} for the other)" if others else ""))
+                          + (f" (pass {' or '.join(others)} for the other{'s' if len(others) > 1 else ''})"
+                       if others else ""))
     raise InvalidInput("gpus", f"unknown GPU {name!r}", ", ".join(sorted(catalog)))
 
 
@@ -173,7 +174,7 @@ class ClusterOverrides(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    gpus_per_node: int | None = Field(default=None, gt=0, le=64)
+    gpus_per_node: int | None = Field(default=None, gt=0, le=72)
     inter_node_gbps: float | None = Field(default=None, ge=0.1, le=1e5)
     """Per node, Gbit/s."""
     cpu_ram_gib: float | None = Field(default=None, ge=1, le=1e5)

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from advisor.errors import InvalidInput
 from advisor.model import ModelSpec
+from advisor.text import check_text
 
 _FIELD = "hf_config"
 _SUPPORTED = "model_type llama, mistral, qwen2, granite, gpt2, falcon, mpt (others: Llama-like)"
@@ -183,10 +184,12 @@ def from_hf_config(config: dict, name: str | None = None, source: str = "") -> M
     """
     if not isinstance(config, dict):
         raise InvalidInput(_FIELD, "config.json must hold a JSON object", _SUPPORTED)
-    model_type = str(config.get("model_type", "unknown")).lower()
+    model_type = check_text(str(config.get("model_type", "unknown")), f"{_FIELD}.model_type", 64).lower()
     reader = _READERS.get(model_type)
     fields, notes = (reader(config), []) if reader else _llama_like(config, model_type)
-    name = name or config.get("_name_or_path") or model_type
+    if name is None and config.get("_name_or_path"):
+        name = check_text(config["_name_or_path"], f"{_FIELD}._name_or_path")
+    name = name or model_type
     text = "; ".join([source or "Hugging Face config.json", *notes])
     try:
         return ModelSpec(name=name, source=text, **fields)

@@ -4,17 +4,18 @@ into the model's three inputs (Cluster, ModelSpec, Workload / SearchSpace)."""
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Gt, Le, Lt
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from advisor.errors import Infeasible, InvalidInput
 from advisor.hardware import Cluster, ClusterOverrides, parse_cluster
 from advisor.model import MAX_PARAMS, ModelSpec, infer_from_params, preset
 from advisor.priors import Priors
 from advisor.search import MICRO_BATCH_LADDER, SearchSpace, check_global_batch, grad_accum_for
-from advisor.strategies import STRATEGY_NAMES
+from advisor.strategies import FSDP_NAMES, STRATEGY_NAMES
 from advisor.units import parse_count
 from advisor.workload import (
     ACT_CKPTS,
@@ -33,70 +34,135 @@ BatchTokens = Annotated[float, BeforeValidator(
 StrategyName = Literal[STRATEGY_NAMES]  # type: ignore[valid-type]
 
 
+def _whole_count(v: Any) -> Any:
+    """`4k` / `32K` / `128k` (binary: 4,096 tokens) or a plain integer, for sequence lengths."""
+    if not isinstance(v, str):
+        return v
+    value = parse_count(v, binary=True)
+    if not math.isfinite(value) or value != int(value):
+        raise ValueError(f"{v!r} is not a whole number of tokens (e.g. 4096, 4k, 32K)")
+    return int(value)
+
+
+SeqLen = Annotated[int, BeforeValidator(_whole_count)]
+
+
+def _group(name: str, **more: Any) -> dict[str, Any]:
+    """Field metadata the CLI (advisor/flags.py) and the web form read: the group it is shown in."""
+    return {"x-group": name, **more}
+
+
+MODEL, CLUSTER, WORKLOAD = _group("model (one of)"), _group("cluster"), _group("workload")
+
+
 class JobRequest(BaseModel):
     """Model, cluster and workload of one training job. Give the model one way: `params`,
     `model` (preset), `hf_config` (config.json content) or the shape fields."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)
 
-    params: Count | None = Field(default=None, gt=0, le=MAX_PARAMS)
-    """Parameter count (e.g. 13e9 or "13B"); alone, the shape is inferred."""
-    model: str | None = Field(default=None, max_length=64)
+    params: Count | None = Field(default=None, gt=0, le=MAX_PARAMS, json_schema_extra=MODEL)
+    """Parameter count, e.g. 13e9 or 7B; alone, a standard shape is inferred."""
+    model: str | None = Field(default=None, max_length=64, json_schema_extra=MODEL)
     """Preset id (see `advisor models`)."""
-    hf_config: dict[str, Any] | None = None
-    """Contents of a Hugging Face config.json."""
-    layers: int | None = Field(default=None, gt=0, le=1024)
-    hidden: int | None = Field(default=None, gt=0, le=131072)
-    heads: int | None = Field(default=None, gt=0, le=1024)
-    kv_heads: int | None = Field(default=None, gt=0, le=1024)
-    ffn: int | None = Field(default=None, gt=0, le=1048576)
-    vocab: int | None = Field(default=None, gt=0, le=4194304)
-    gated_mlp: bool = True
-    tied_embeddings: bool = False
-    gpus: str = Field(min_length=1, max_length=64)
-    """Cluster spec: 8xA100, 2x8xH100, 64xH100, 4xA100-40GB, 8xL40S."""
-    gpus_per_node: int | None = Field(default=None, gt=0, le=64)
-    inter_node_gbps: float | None = Field(default=None, ge=0.1, le=1e5)
+    hf_config: dict[str, Any] | None = Field(default=None, json_schema_extra=_group(
+        "model (one of)", **{"x-cli": "path-json"}))
+    """Contents of a Hugging Face config.json (on the command line: the path of a local file)."""
+    layers: int | None = Field(default=None, gt=0, le=1024, json_schema_extra=MODEL)
+    """Shape: decoder layers."""
+    hidden: int | None = Field(default=None, gt=0, le=131072, json_schema_extra=MODEL)
+    """Shape: hidden size."""
+    heads: int | None = Field(default=None, gt=0, le=1024, json_schema_extra=MODEL)
+    """Shape: attention heads."""
+    kv_heads: int | None = Field(default=None, gt=0, le=1024, json_schema_extra=MODEL)
+    """Shape: key/value heads (default: heads)."""
+    ffn: int | None = Field(default=None, gt=0, le=1048576, json_schema_extra=MODEL)
+    """Shape: MLP intermediate size."""
+    vocab: int | None = Field(default=None, gt=0, le=4194304, json_schema_extra=MODEL)
+    """Shape: vocabulary size."""
+    gated_mlp: bool = Field(default=True, json_schema_extra=MODEL)
+    """Shape: gated SwiGLU MLP (false: a plain 2-matrix MLP)."""
+    tied_embeddings: bool = Field(default=False, json_schema_extra=MODEL)
+    """Shape: the output head shares the input embedding."""
+    gpus: str = Field(min_length=1, max_length=64, json_schema_extra=CLUSTER)
+    """Cluster: 8xA100, 2x8xH100 (nodes x GPUs), 64xH100, 4xA100-40GB, 8xL40S."""
+    gpus_per_node: int | None = Field(default=None, gt=0, le=72, json_schema_extra=CLUSTER)
+    """GPUs per node (default: the GPU's typical server)."""
+    inter_node_gbps: float | None = Field(default=None, ge=0.1, le=1e5, json_schema_extra=CLUSTER)
     """Network bandwidth per node, Gbit/s."""
-    cpu_ram_gib: float | None = Field(default=None, ge=1, le=1e5)
+    cpu_ram_gib: float | None = Field(default=None, ge=1, le=1e5, json_schema_extra=CLUSTER)
     """Host RAM per node, GiB."""
-    nvme_gbps: float | None = Field(default=None, ge=0.1, le=1e5)
+    nvme_gbps: float | None = Field(default=None, ge=0.1, le=1e5, json_schema_extra=CLUSTER)
     """NVMe bandwidth per node, Gbit/s."""
-    seq_len: int = Field(default=4096, gt=0, le=MAX_SEQ_LEN)
-    micro_batch: int | None = Field(default=None, gt=0, le=MAX_MICRO_BATCH)
-    grad_accum: int | None = Field(default=None, gt=0, le=MAX_GRAD_ACCUM)
-    global_batch_tokens: BatchTokens | None = Field(default=None, gt=0, le=1e12)
-    """Global batch in tokens; suffixes are binary ("4M" = 4,194,304). Sets grad accumulation."""
-    tokens: Count | None = Field(default=None, gt=0, le=1e16)
-    """Tokens to train on (e.g. "300B"), for time to train."""
-    precision: Precision | None = None
+    seq_len: SeqLen = Field(default=4096, gt=0, le=MAX_SEQ_LEN, json_schema_extra=WORKLOAD)
+    """Tokens per sample, e.g. 4096 or 4k (K = 1024 here)."""
+    micro_batch: int | None = Field(default=None, gt=0, le=MAX_MICRO_BATCH, json_schema_extra=WORKLOAD)
+    """Samples per GPU per forward/backward (recommend searches when unset)."""
+    grad_accum: int | None = Field(default=None, gt=0, le=MAX_GRAD_ACCUM, json_schema_extra=WORKLOAD)
+    """Micro-batches per optimizer step."""
+    global_batch_tokens: BatchTokens | None = Field(default=None, gt=0, le=1e12, json_schema_extra=WORKLOAD)
+    """Global batch in tokens, e.g. 4M (= 2^22: K/M/B are binary here); sets grad accumulation."""
+    tokens: Count | None = Field(default=None, gt=0, le=1e16, json_schema_extra=WORKLOAD)
+    """Tokens to train on, e.g. 300B, for the time to train."""
+    precision: Precision | None = Field(default=None, json_schema_extra=WORKLOAD)
     """bf16 (default where supported, else fp16), fp16, fp32 or fp8."""
-    optimizer: OptimizerName = "adamw"
-    master_weights: bool = True
-    """Keep mixed precision's fp32 master weights and moments; false: pure 16-bit training."""
-    act_ckpt: ActCkpt | None = None
-    """Activation checkpointing; recommend searches all when unset, estimate uses none."""
-    flash_attention: bool = True
-    compile: bool = False
-    sync_each_micro_batch: bool | None = None
-    """Reduce gradients every micro-batch, not once per step (Accelerate sync_each_batch);
-    recommend tries both for FSDP with accumulation when unset, estimate uses false."""
-    fused_loss: bool = False
+    optimizer: OptimizerName = Field(default="adamw", json_schema_extra=WORKLOAD)
+    """adamw, adam8bit (bitsandbytes) or sgd."""
+    master_weights: bool = Field(default=True, json_schema_extra=WORKLOAD)
+    """Keep mixed precision's fp32 master weights and moments; false: pure 16-bit training (a
+    bf16-loaded model without mixed precision; DDP and FSDP only)."""
+    act_ckpt: ActCkpt | None = Field(default=None, json_schema_extra=WORKLOAD)
+    """Activation checkpointing: none, selective, full; recommend searches all when unset,
+    estimate uses none."""
+    flash_attention: bool = Field(default=True, json_schema_extra=WORKLOAD)
+    """Memory-efficient attention (flash / sdpa); false: eager attention keeping s x s scores."""
+    compile: bool = Field(default=False, json_schema_extra=WORKLOAD)
+    """torch.compile."""
+    sync_each_micro_batch: bool | None = Field(default=None, json_schema_extra=WORKLOAD)
+    """Reduce gradients every micro-batch, not once per step (Accelerate's sync_each_batch):
+    with accumulation FSDP then keeps only sharded gradients; recommend tries both for FSDP
+    when unset, estimate uses false."""
+    fused_loss: bool = Field(default=False, json_schema_extra=WORKLOAD)
     """A fused cross-entropy kernel (no fp32 copy of the logits)."""
-    fsdp_version: Literal[1, 2] = 2
-    profile: str | None = Field(default=None, max_length=128)
+    fsdp_version: Literal[1, 2] | None = Field(default=None, json_schema_extra=WORKLOAD)
+    """FSDP strategies only: 2 (fully_shard, the default) or 1."""
+    profile: str | None = Field(default=None, max_length=128, json_schema_extra=CLUSTER)
     """Calibration profile name; "none" for the shipped priors; unset: the newest profile
     measured on this GPU, if any (see `advisor profiles`)."""
 
+    @property
+    def fsdp(self) -> Literal[1, 2]:
+        """The FSDP version FSDP strategies use."""
+        return self.fsdp_version or 2
+
+
+def _fsdp_version_applies(strategies: list[str], version: int | None) -> None:
+    """InvalidInput, not ValueError: it passes through pydantic and names its field."""
+    if version is not None and not any(s in FSDP_NAMES for s in strategies):
+        raise InvalidInput("fsdp_version", f"applies to the FSDP strategies only, not "
+                           f"{', '.join(strategies)}", ", ".join(FSDP_NAMES))
+
 
 class EstimateRequest(JobRequest):
-    strategy: StrategyName = "fsdp"
+    strategy: StrategyName = Field(default="fsdp", json_schema_extra=_group("strategy"))
+    """The strategy to estimate."""
+
+    @model_validator(mode="after")
+    def _fsdp_version(self) -> EstimateRequest:
+        _fsdp_version_applies([self.strategy], self.fsdp_version)
+        return self
 
 
 class RecommendRequest(JobRequest):
-    strategies: list[StrategyName] | None = Field(default=None, min_length=1,
-                                                  max_length=len(STRATEGY_NAMES))
+    strategies: list[StrategyName] | None = Field(
+        default=None, min_length=1, max_length=len(STRATEGY_NAMES),
+        json_schema_extra=_group("strategy", **{"x-cli": "comma-list"}))
     """Strategies to consider (default: all)."""
+
+    @model_validator(mode="after")
+    def _fsdp_version(self) -> RecommendRequest:
+        _fsdp_version_applies(list(self.strategies or STRATEGY_NAMES), self.fsdp_version)
+        return self
 
 
 def _allowed(model_cls: type[BaseModel], field: str) -> str | None:
@@ -226,4 +292,4 @@ def search_space(req: JobRequest, workload: Workload) -> SearchSpace:
                       else (False, True)),
         grad_accum=req.grad_accum,
         global_batch_tokens=int(req.global_batch_tokens) if req.global_batch_tokens else None,
-        strategies=strategies, fsdp_version=req.fsdp_version, tokens_to_train=req.tokens)
+        strategies=strategies, fsdp_version=req.fsdp, tokens_to_train=req.tokens)

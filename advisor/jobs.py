@@ -26,7 +26,7 @@ from advisor.strategies import get_strategy
 def run_estimate(req: EstimateRequest) -> Estimate:
     cluster, model, workload = resolve_estimate(req)
     priors, cluster = resolve_priors(req, cluster)
-    return estimate(cluster, model, workload, get_strategy(req.strategy, req.fsdp_version),
+    return estimate(cluster, model, workload, get_strategy(req.strategy, req.fsdp),
                     priors, req.tokens)
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from advisor.data import load_presets
 from advisor.errors import InvalidInput
+from advisor.text import SafeText
 
 MAX_PARAMS = 1e13  # 10T: beyond any dense model trained today
 
@@ -24,7 +25,8 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    name: str
+    name: SafeText
+    """Shown in every output and written into the emitted files (validated: printable, bounded)."""
     layers: int = Field(gt=0, le=1024)
     hidden: int = Field(gt=0, le=131072)
     heads: int = Field(gt=0, le=1024)

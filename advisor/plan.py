@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from advisor.errors import InvalidInput
 from advisor.hardware import gpu_catalog
 from advisor.model import ModelSpec
 from advisor.results import Estimate
@@ -23,6 +24,7 @@ from advisor.strategies.zero import (
     DeepSpeedBuckets,
     nvme_param_buffer_elements,
 )
+from advisor.text import absolute_path
 
 ACCELERATE_PRECISION = {"bf16": "bf16", "fp16": "fp16", "fp32": "no"}
 
@@ -63,6 +65,13 @@ class EmitOptions:
     """Directory on a local NVMe drive of every node (ZeRO-Infinity)."""
     main_process_port: int = 29500
     """Rendezvous port on node 0 (multi-node)."""
+
+    def __post_init__(self) -> None:
+        if self.nvme_path is not None:
+            absolute_path(self.nvme_path, "nvme_path")
+        if not 1 <= self.main_process_port <= 65535:
+            raise InvalidInput("main_process_port", f"{self.main_process_port} is not a TCP port",
+                               "1 to 65535")
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,33 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+# Every term has a physical range, checked here for the shipped files and for every calibration
+# profile (advisor/profiles.py applies a profile's overrides through these models): an efficiency
+# is a fraction of a peak, a time or a size is not negative, nothing is NaN or infinite.
+ENGINES = ("ddp", "fsdp1", "fsdp2", "deepspeed")
+HOOK_KINDS = ("ddp", "zero12", "zero3", "fsdp1", "fsdp2")
+UNCERTAINTIES = ("compute_efficiency", "collective_efficiency")
+MAX_OVERHEAD_BYTES = 2.0**40  # 1 TiB: beyond any device
+MAX_HOOK_S = 0.1  # host seconds per hooked module per micro-batch (measured: 1e-6 to 5e-3)
+
+
+def _keyed(values: dict[str, float], what: str, keys: tuple[str, ...], low: float, high: float,
+           low_open: bool = False) -> dict[str, float]:
+    """`values` has every key of `keys` (and no other), each within [low, high] ((low, high]
+    with `low_open`); ValueError naming the first that is not."""
+    missing, unknown = sorted(set(keys) - set(values)), sorted(set(values) - set(keys))
+    if missing or unknown:
+        raise ValueError(f"{what} needs exactly the keys {', '.join(keys)}"
+                         + (f"; missing {', '.join(missing)}" if missing else "")
+                         + (f"; unknown {', '.join(unknown)}" if unknown else ""))
+    for key, value in values.items():
+        if not (math.isfinite(value) and (value > low if low_open else value >= low) and value <= high):
+            bracket = "(" if low_open else "["
+            raise ValueError(f"{what}.{key} = {value!r} is outside {bracket}{low:g}, {high:g}]")
+    return values
 
 
 class Curve(_Strict):
@@ -27,6 +53,11 @@ class Curve(_Strict):
     def _check(self) -> Curve:
         if len(self.x) != len(self.y) or any(b <= a for a, b in zip(self.x, self.x[1:], strict=False)):
             raise ValueError("curve needs equal-length x and y with x strictly increasing")
+        if self.x[0] <= 0:
+            raise ValueError(f"curve sizes must be positive, got {self.x[0]!r}")
+        bad = next((y for y in self.y if not 0 < y <= 1), None)
+        if bad is not None:
+            raise ValueError(f"efficiency {bad!r} is outside (0, 1]: a fraction of the peak")
         return self
 
     def __call__(self, size: float) -> float:
@@ -45,8 +76,8 @@ class Curve(_Strict):
 class CollectivePriors(_Strict):
     """Alpha-beta collective model per tier (see communication.py)."""
 
-    intra_latency_s: float = Field(ge=0)
-    inter_latency_s: float = Field(ge=0)
+    intra_latency_s: float = Field(ge=0, le=1)
+    inter_latency_s: float = Field(ge=0, le=1)
     intra_efficiency: float = Field(gt=0, le=1.2)
     """Achieved fraction of the per-direction NVLink/PCIe bandwidth (NVLS can exceed ring's 1)."""
     inter_efficiency: float = Field(gt=0, le=1.2)
@@ -56,30 +87,30 @@ class CollectivePriors(_Strict):
 
 
 class ComputePriors(_Strict):
-    micro_batch_half_tokens: float = Field(gt=0)
-    compile_speedup: float = Field(gt=0)
+    micro_batch_half_tokens: float = Field(gt=0, le=1e7)
+    compile_speedup: float = Field(gt=0, le=4)
     fp8_efficiency_ratio: float = Field(gt=0, le=1)
     flash_causal_skip: float = Field(gt=0, le=1)
-    selective_recompute_fraction: float = Field(ge=0)
+    selective_recompute_fraction: float = Field(ge=0, le=1)
     hbm_efficiency: float = Field(gt=0, le=1)
 
 
 class OffloadPriors(_Strict):
     pcie_efficiency: float = Field(gt=0, le=1)
-    deepspeed_cpu_adam_params_per_s_per_node: float = Field(gt=0)
-    torch_cpu_adam_params_per_s_per_node: float = Field(gt=0)
+    deepspeed_cpu_adam_params_per_s_per_node: float = Field(gt=0, le=1e13)
+    torch_cpu_adam_params_per_s_per_node: float = Field(gt=0, le=1e13)
     nvme_efficiency: float = Field(gt=0, le=1)
-    host_buffer_factor: float = Field(ge=1)
+    host_buffer_factor: float = Field(ge=1, le=10)
     host_ram_usable_fraction: float = Field(gt=0, le=1)
 
 
 class OverheadPriors(_Strict):
-    cuda_context_bytes: float = Field(ge=0)
-    nccl_bytes_per_tier: float = Field(ge=0)
-    fragmentation_ddp: float = Field(ge=0)
-    fragmentation_fsdp2: float = Field(ge=0)
-    fragmentation_fsdp1: float = Field(ge=0)
-    fragmentation_deepspeed: float = Field(ge=0)
+    cuda_context_bytes: float = Field(ge=0, le=MAX_OVERHEAD_BYTES)
+    nccl_bytes_per_tier: float = Field(ge=0, le=MAX_OVERHEAD_BYTES)
+    fragmentation_ddp: float = Field(ge=0, le=1)
+    fragmentation_fsdp2: float = Field(ge=0, le=1)
+    fragmentation_fsdp1: float = Field(ge=0, le=1)
+    fragmentation_deepspeed: float = Field(ge=0, le=1)
     memory_safety_fraction: float = Field(ge=0, lt=1)
 
     def fragmentation(self, engine: str) -> float:
@@ -109,8 +140,13 @@ class Priors(_Strict):
         missing = sorted(set(self.gemm_efficiency) - set(self.attention_efficiency))
         if missing:
             raise ValueError(f"attention_efficiency has no value for {', '.join(missing)}")
-        if any(not 0 < v <= 2 for v in self.attention_efficiency.values()):
-            raise ValueError("attention_efficiency values must be in (0, 2]")
+        for arch, value in self.attention_efficiency.items():
+            if not (math.isfinite(value) and 0 < value <= 2):
+                raise ValueError(f"attention_efficiency.{arch} = {value!r} is outside (0, 2]")
+        _keyed(self.overlap, "overlap", ENGINES, 0, 1)
+        _keyed(self.framework_overhead_s_per_module, "framework_overhead_s_per_module",
+               HOOK_KINDS, 0, MAX_HOOK_S)
+        _keyed(self.uncertainty, "uncertainty", UNCERTAINTIES, 0, 5)
         return self
 
 

@@ -123,23 +123,48 @@ def insert(name: str, fingerprint_key: str, catalog_gpu: str | None, created_at:
         return int(cur.lastrowid)
 
 
-def bodies(name: str | None = None, catalog_gpu: str | None = None,
-           newest_only: bool = False) -> list[tuple[int, str]]:
-    """(version, JSON body) newest first, filtered by name or catalog GPU; checksums verified."""
+def bodies(name: str | None = None, catalog_gpu: str | None = None
+           ) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """(version, JSON body) newest first, filtered by name or catalog GPU, and the (version,
+    reason) of rows whose body fails its checksum (edited on disk): those are left out, never
+    raised, so one bad row cannot break the store."""
     where, args = [], []
     for column, value in (("name", name), ("catalog_gpu", catalog_gpu)):
         if value is not None:
             where.append(f"{column} = ?")
             args.append(value)
     sql = ("SELECT version, body, body_sha256 FROM profiles"
-           + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY version DESC"
-           + (" LIMIT 1" if newest_only else ""))
-    out = []
+           + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY version DESC")
+    good, corrupt = [], []
     for version, body, sha in _rows(sql, tuple(args)):
-        if hashlib.sha256(body.encode()).hexdigest() != sha:
-            raise AdvisorError(f"profile version {version} in {store_path()} is corrupt (checksum)")
-        out.append((version, body))
-    return out
+        if not isinstance(body, str) or hashlib.sha256(body.encode()).hexdigest() != sha:
+            corrupt.append((version, "the stored body does not match its checksum (edited on disk?)"))
+        else:
+            good.append((version, body))
+    return good, corrupt
+
+
+def delete(name: str) -> int:
+    """Remove every version of the profile `name`; returns how many rows went."""
+    if not store_path().exists():
+        return 0
+    with _transaction(write=True) as con:
+        return int(con.execute("DELETE FROM profiles WHERE name = ?", (name,)).rowcount)
+
+
+def version_token() -> tuple:
+    """Changes whenever the store's content may have changed (any commit, by any process):
+    the size and modification time of the database file and of its write-ahead log. Cheap
+    (two stat calls), so answers cached by request can be keyed by it (api/service.py)."""
+    token = []
+    for path in (store_path(), store_path().with_name(store_path().name + "-wal")):
+        try:
+            st = path.stat()
+        except OSError:
+            token.append(None)
+            continue
+        token.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return (str(store_path()), *token)
 
 
 def write_atomic(path: Path, text: str) -> None:

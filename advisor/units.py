@@ -16,7 +16,12 @@ _SUFFIXES = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 # Batch sizes in tokens follow the LLM convention: "4M tokens" is 2^22 = 4,194,304 (Llama:
 # 2048 sequences x 2048 tokens), so a batch divides into power-of-two micro-batches.
 _BINARY_SUFFIXES = {"": 1.0, "K": 2.0**10, "M": 2.0**20, "B": 2.0**30, "G": 2.0**30, "T": 2.0**40}
-_COUNT_RE = re.compile(r"^\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
+# One way to match each number: digits with an optional fraction, or a bare fraction. (The old
+# `[0-9]*\.?[0-9]+` could split a digit run in n ways, so a 10k-digit non-number took seconds.)
+_COUNT_RE = re.compile(r"\s*([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*",
+                       re.IGNORECASE)
+MAX_COUNT_CHARS = 32
+"""Longest count string read (`1.2345e12` is 9; a bound keeps every parse cheap)."""
 
 
 def parse_count(text: str | float | int, binary: bool = False) -> float:
@@ -28,11 +33,19 @@ def parse_count(text: str | float | int, binary: bool = False) -> float:
     """
     if isinstance(text, int | float):
         return float(text)
-    match = _COUNT_RE.match(text)
+    if len(text) > MAX_COUNT_CHARS:
+        raise ValueError(f"{shown(text)} is longer than {MAX_COUNT_CHARS} characters "
+                         "(examples: 13e9, 7B, 4M, 300B)")
+    match = _COUNT_RE.fullmatch(text)
     if not match:
-        raise ValueError(f"{text!r} is not a number (examples: 13e9, 7B, 4M, 300B)")
+        raise ValueError(f"{shown(text)} is not a number (examples: 13e9, 7B, 4M, 300B)")
     value, suffix = match.groups()
     return float(value) * (_BINARY_SUFFIXES if binary else _SUFFIXES)[suffix.upper()]
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """A user's string for an error message: repr'd (control characters escaped) and cut."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
 
 
 def gbit_per_s_to_bytes_per_s(gbps: float) -> float:

@@ -27,10 +27,10 @@ PLAN_FOLDER = Path(".")  # files sit side by side; launch.sh finds ds_config.jso
 def choose_plan(req: ConfigsRequest) -> tuple[Estimate, Recommendation]:
     """The plan to emit and the search it came from; Infeasible when it does not fit."""
     if req.strategy is None:
-        rec = service.recommend(req)
+        rec = service.recommend_sync(req)
     else:
         data = req.model_dump(include=set(RecommendRequest.model_fields))
-        rec = service.recommend(RecommendRequest.model_validate({**data, "strategies": [req.strategy]}))
+        rec = service.recommend_sync(RecommendRequest.model_validate({**data, "strategies": [req.strategy]}))
     plan = next((e for e in rec.estimates if e.fits), None)
     if plan is None:
         closest = rec.estimates[0] if rec.estimates else None

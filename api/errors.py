@@ -15,13 +15,15 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.routing import Mount
 
 from advisor.errors import AdvisorError, Infeasible, InvalidInput
 from api.schemas import ConfigsRequest, ErrorResponse, FieldError
 
 log = logging.getLogger("advisor.api")
 
-_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "body_too_large",
+_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+          405: "method_not_allowed", 413: "body_too_large",
           415: "unsupported_media_type", 422: "invalid_input", 501: "not_implemented"}
 
 
@@ -126,7 +128,10 @@ def _allowed_methods(request: Request) -> str:
     methods = set()
     for route in request.app.routes:
         if getattr(route, "path_regex", None) and route.path_regex.match(request.url.path):
-            methods |= set(getattr(route, "methods", None) or ())
+            if isinstance(route, Mount):  # static files: StaticFiles serves GET and HEAD
+                methods |= {"GET", "HEAD"}
+            else:
+                methods |= set(getattr(route, "methods", None) or ())
     return ", ".join(sorted(methods))
 
 

@@ -28,7 +28,7 @@ LABELS = {"model_source": "Model source", "params": "Parameters", "model": "Pres
           "global_batch_tokens": "Global batch", "tokens": "Tokens to train", "precision": "Precision"}
 MODEL_SOURCES = ("params", "preset", "hf_config")
 MAX_FIELDS = 2 * len(FIELDS)
-MAX_GPUS_PER_NODE = 64
+MAX_GPUS_PER_NODE = 72  # an NVL72 rack is one NVLink domain
 # Request fields that are not form fields, shown next to the form field that sets them.
 _FORM_FIELD = {"gpus": "gpu", "grad_accum": "global_batch_tokens", "micro_batch": "seq_len"}
 

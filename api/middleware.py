@@ -11,12 +11,11 @@ from api.schemas import ErrorResponse
 # The pages: no scripts at all, styles and images from this server only, forms post back here.
 PAGE_CSP = ("default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
             "frame-ancestors 'none'; base-uri 'none'")
-# FastAPI's /docs and /redoc load Swagger UI / ReDoc from their CDN with an inline bootstrap.
-DOCS_CSP = ("default-src 'none'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
-            "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net https://fonts.googleapis.com; "
-            "font-src https://fonts.gstatic.com; img-src 'self' data: https://fastapi.tiangolo.com "
-            "https://cdn.redoc.ly; connect-src 'self'; worker-src blob:; frame-ancestors 'none'; "
-            "base-uri 'none'")
+# /docs and /redoc: Swagger UI / ReDoc served from this server (api/docs.py) with an inline
+# bootstrap script; nothing from another origin.
+DOCS_CSP = ("default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+            "img-src 'self' data:; font-src 'self'; connect-src 'self'; worker-src blob:; "
+            "frame-ancestors 'none'; base-uri 'none'")
 _COMMON = [
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
@@ -103,4 +102,33 @@ class BodyLimit:
         await send({"type": "http.response.start", "status": 413, "headers": [
             (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
             (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class JsonOnly:
+    """415 for a request with a body under /v1 that is not declared JSON (`application/json` or
+    `application/*+json`): FastAPI would otherwise validate a text/plain body as bytes and answer
+    a misleading 422."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH")
+                or not scope.get("path", "").startswith("/v1/")):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers", []))
+        has_body = headers.get(b"content-length", b"0") not in (b"0", b"") or b"transfer-encoding" in headers
+        media = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
+        if not has_body or media == "application/json" or (
+                media.startswith("application/") and media.endswith("+json")):
+            await self.app(scope, receive, send)
+            return
+        body = json.dumps(ErrorResponse(
+            code="unsupported_media_type", message=f"the body must be JSON, sent as "
+            f"Content-Type: application/json (got {media or 'no content type'!r})",
+            allowed="application/json").model_dump(mode="json")).encode()
+        await send({"type": "http.response.start", "status": 415, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})

@@ -8,13 +8,13 @@ serialised by `advisor/schemas.py`, so `advisor ... --json` and the API print th
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from advisor import inputs
+from advisor.jsontree import check_tree
 from advisor.model import ModelSpec
 
 MAX_HF_CONFIG_DEPTH = 16  # real config.json files nest 3-4 levels (rope_scaling, attn_config)
@@ -27,19 +27,7 @@ _HF_EXAMPLE = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads"
 
 def _check_tree(value: Any) -> None:
     """Reject NaN/Infinity (JSON parsers accept them) and trees too deep or too large."""
-    stack, items = [(value, 0)], 0
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_HF_CONFIG_DEPTH:
-            raise ValueError(f"nested deeper than {MAX_HF_CONFIG_DEPTH} levels")
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
-        for child in children:
-            items += 1
-            if items > MAX_HF_CONFIG_ITEMS:
-                raise ValueError(f"more than {MAX_HF_CONFIG_ITEMS} keys and items")
-            if isinstance(child, float) and not math.isfinite(child):
-                raise ValueError("numbers must be finite (no NaN or Infinity)")
-            stack.append((child, depth + 1))
+    check_tree(value, MAX_HF_CONFIG_DEPTH, MAX_HF_CONFIG_ITEMS)
 
 
 _BOUNDS = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum", "le": "maximum"}
@@ -135,7 +123,8 @@ class ErrorResponse(BaseModel):
 
     code: str
     """invalid_input (422), unsupported_input (422: valid, but outside what the cost model can
-    evaluate), infeasible (422: nothing fits), bad_request (400), not_found (404),
+    evaluate), infeasible (422: nothing fits), bad_request (400), unauthorized (401: a profile
+    write without the right bearer token), forbidden (403: profile writes disabled), not_found (404),
     method_not_allowed (405), body_too_large (413), unsupported_media_type (415),
     not_implemented (501) or internal_error (500)."""
     message: str

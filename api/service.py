@@ -1,21 +1,27 @@
 """The domain calls behind the endpoints: request model -> advisor functions -> typed result.
 
-The same steps as the CLI (`advisor/cli.py`). A result is a pure function of its request, so
-each kind keeps a bounded LRU cache keyed by the request's canonical JSON: a repeated request
-(a dashboard polling, a form re-submitted) costs a dictionary look-up instead of a search.
-Storing a calibration profile clears the caches (a matched profile changes the answers).
+The same steps as the CLI (`advisor/cli.py`). A result is a pure function of its request and of
+the calibration profiles stored (estimates use the newest profile of their GPU), so each kind
+keeps a bounded LRU cache keyed by the request's canonical JSON *and the store's version*
+(`profile_store.version_token`): a repeated request costs a dictionary look-up, and a profile
+stored by another worker or by `advisor profiles import` is seen at once.
+
+A cached answer is returned on the event loop; a miss runs the cost model in a worker thread
+(`run_in_threadpool`), so a slow request never holds up /healthz or the cached answers of others.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
-from functools import lru_cache
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 
-from advisor import schemas
+from advisor import profile_store, schemas
 from advisor.errors import AdvisorError, InvalidInput
 from advisor.jobs import run_estimate, run_recommend
 from advisor.results import Estimate, Recommendation
@@ -24,7 +30,38 @@ from api.schemas import EstimateRequest, RecommendRequest
 
 log = logging.getLogger("advisor.api")
 CACHE_ENTRIES = 256  # per cache; a recommendation is ~50 KB as objects and ~45 KB as JSON: < 30 MB
+K = TypeVar("K")
+V = TypeVar("V")
 T = TypeVar("T")
+
+
+class LRU(Generic[K, V]):
+    """A thread-safe least-recently-used map of at most `size` entries."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self._data, self._lock = size, OrderedDict[K, V](), threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            if key not in self._data:
+                return None
+            self._data.move_to_end(key)
+            return self._data[key]
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+_caches: dict[str, LRU[tuple, object]] = {
+    kind: LRU(CACHE_ENTRIES) for kind in ("estimate", "recommend", "estimate_json", "recommend_json")}
 
 
 def guarded(fn: Callable[[], T]) -> T:
@@ -43,52 +80,78 @@ def guarded(fn: Callable[[], T]) -> T:
                                f"({type(exc).__name__}: {exc})") from None
 
 
-@lru_cache(maxsize=CACHE_ENTRIES)
-def _estimate(key: str) -> Estimate:
-    return run_estimate(EstimateRequest.model_validate_json(key))
+def _cached(kind: str, key: tuple, compute: Callable[[], T]) -> T:
+    cache = _caches[kind]
+    hit = cache.get(key)
+    if hit is not None:
+        return hit  # type: ignore[return-value]
+    value = guarded(compute)
+    cache.put(key, value)
+    return value
 
 
-@lru_cache(maxsize=CACHE_ENTRIES)
-def _recommend(key: str) -> Recommendation:
-    return run_recommend(RecommendRequest.model_validate_json(key))[0]
+def _key(text: str) -> tuple:
+    return (text, profile_store.version_token())
 
 
-# The JSON text is cached too: serialising a recommendation (~45 KB) costs more than a look-up.
-@lru_cache(maxsize=CACHE_ENTRIES)
-def _estimate_json(key: str) -> bytes:
-    return schemas.to_json(_estimate(key), indent=None).encode()
+def _estimate(key: tuple) -> Estimate:
+    return _cached("estimate", key, lambda: run_estimate(EstimateRequest.model_validate_json(key[0])))
 
 
-@lru_cache(maxsize=CACHE_ENTRIES)
-def _recommend_json(key: str) -> bytes:
-    return schemas.to_json(_recommend(key), indent=None).encode()
+def _recommend(key: tuple) -> Recommendation:
+    return _cached("recommend", key,
+                   lambda: run_recommend(RecommendRequest.model_validate_json(key[0]))[0])
 
 
-def _recommend_key(req: RecommendRequest) -> str:
+def _recommend_text(req: RecommendRequest) -> str:
     """For a ConfigsRequest only the RecommendRequest part counts."""
     if type(req) is not RecommendRequest:
         req = RecommendRequest.model_validate(req.model_dump(include=set(RecommendRequest.model_fields)))
     return req.model_dump_json()
 
 
-def estimate(req: EstimateRequest) -> Estimate:
-    return guarded(lambda: _estimate(req.model_dump_json()))
+async def _answer(kind: str, key: tuple, compute: Callable[[], T]) -> T:
+    """The cached answer at once, or the computed one from a worker thread."""
+    hit = _caches[kind].get(key)
+    if hit is not None:
+        return hit  # type: ignore[return-value]
+    return await run_in_threadpool(_cached, kind, key, compute)
 
 
-def estimate_json(req: EstimateRequest) -> bytes:
+def recommend_sync(req: RecommendRequest) -> Recommendation:
+    """For code already off the event loop (the config bundle)."""
+    return _recommend(_key(_recommend_text(req)))
+
+
+async def estimate(req: EstimateRequest) -> Estimate:
+    key = _key(req.model_dump_json())
+    return await _answer("estimate", key, lambda: _estimate(key))
+
+
+async def estimate_json(req: EstimateRequest) -> bytes:
     """As `advisor estimate --json` prints it, compact."""
-    return guarded(lambda: _estimate_json(req.model_dump_json()))
+    key = _key(req.model_dump_json())
+    return await _answer("estimate_json", key,
+                         lambda: schemas.to_json(_estimate(key), indent=None).encode())
 
 
-def recommend(req: RecommendRequest) -> Recommendation:
-    return guarded(lambda: _recommend(_recommend_key(req)))
+async def recommend(req: RecommendRequest) -> Recommendation:
+    key = _key(_recommend_text(req))
+    return await _answer("recommend", key, lambda: _recommend(key))
 
 
-def recommend_json(req: RecommendRequest) -> bytes:
+async def recommend_json(req: RecommendRequest) -> bytes:
     """As `advisor recommend --json` prints it, compact."""
-    return guarded(lambda: _recommend_json(_recommend_key(req)))
+    key = _key(_recommend_text(req))
+    return await _answer("recommend_json", key,
+                         lambda: schemas.to_json(_recommend(key), indent=None).encode())
+
+
+async def offloaded(fn: Callable[[], T]) -> T:
+    """Run other CPU work (rendering a config bundle) in a worker thread, guarded."""
+    return await run_in_threadpool(guarded, fn)
 
 
 def clear_caches() -> None:
-    for cached in (_estimate, _recommend, _estimate_json, _recommend_json):
-        cached.cache_clear()
+    for cache in _caches.values():
+        cache.clear()

@@ -7,6 +7,9 @@ Prints, each next to its target:
   `advisor/cli.py` does it), warm-up once, then the median of N runs, in ms (<= 50 ms);
 - the slowest of the worst-case requests (every field at its bound: tests/test_api.py's
   WORST_CASES), each timed once after the warm-up above (<= 1 s);
+- the slowest hostile string input through the API in process (a 200 KB count string in each
+  count field, the longest cluster spec, a form post), median of N, against a normal uncached
+  estimate in the same run (<= 10 ms, and printed as a ratio);
 - wall time of a cold `advisor recommend --params 13e9 --gpus 8xA100 --json`, median of 5 (<= 0.5 s);
 - whether that command imports torch, deepspeed or fastapi (it must not).
 Exits 1 when a figure misses its target or a heavy module is imported.
@@ -40,6 +43,14 @@ WORST_CASES = [
      "gpus": "64x1xMI300X", "seq_len": 1048576},
 ]
 """Requests at the bounds of every field (the same as tests/test_api.py's WORST_CASES)."""
+STRING_TARGET_S = 0.010
+LONG = "1" * 200_000 + "x"  # under the 256 KiB body limit; the old count parser needed minutes
+HOSTILE = [("/v1/estimate", {"params": LONG, "gpus": "8xA100"}),
+           ("/v1/estimate", {"params": 7e9, "gpus": "8xA100", "tokens": LONG}),
+           ("/v1/estimate", {"params": 7e9, "gpus": "8xA100", "global_batch_tokens": LONG}),
+           ("/v1/estimate", {"params": 7e9, "gpus": "8xA100", "seq_len": LONG}),
+           ("/v1/estimate", {"params": 7e9, "gpus": "9" * 64}),
+           ("/", f"model_source=params&params={LONG}")]
 COLD_CLI_TARGET_S = 0.5
 COLD_RUNS = 5
 HEAVY = ("torch", "deepspeed", "fastapi")
@@ -73,6 +84,37 @@ def time_search(data: dict, runs: int) -> tuple[float, Recommendation]:
         recommend_once(data)
         times_s.append(time.perf_counter() - start)
     return statistics.median(times_s), result
+
+
+def time_strings(runs: int) -> tuple[float, float]:
+    """(slowest hostile string request, a normal uncached estimate), median seconds each,
+    through the API in process (FastAPI's TestClient: validation, handlers, error pages)."""
+    from fastapi.testclient import TestClient
+
+    from api import service
+    from api.app import create_app
+    from api.settings import Settings
+
+    client = TestClient(create_app(Settings()), raise_server_exceptions=False)
+
+    def median_s(path: str, body: dict | str, clear: bool) -> float:
+        times_s = []
+        for _ in range(runs + 1):
+            if clear:
+                service.clear_caches()
+            start = time.perf_counter()
+            if isinstance(body, str):
+                r = client.post(path, content=body.encode(),
+                                headers={"content-type": "application/x-www-form-urlencoded"})
+            else:
+                r = client.post(path, json=body)
+            times_s.append(time.perf_counter() - start)
+            if r.status_code not in (200, 422):
+                raise SystemExit(f"{path} answered {r.status_code}: {r.text[:200]}")
+        return statistics.median(times_s[1:])  # the first is the warm-up
+
+    normal = median_s("/v1/estimate", {"params": 13e9, "gpus": "8xA100", "profile": "none"}, True)
+    return max(median_s(path, body, False) for path, body in HOSTILE), normal
 
 
 def advisor_command() -> list[str]:
@@ -129,6 +171,12 @@ def main() -> int:
     ok &= max(worst) <= WORST_CASE_TARGET_S
     print(f"worst   {len(worst)} requests at every field's bound: slowest {max(worst):5.3f} s  "
           f"(target <= {WORST_CASE_TARGET_S:g} s, {verdict(max(worst) <= WORST_CASE_TARGET_S)})")
+    hostile_s, normal_s = time_strings(args.runs)
+    ok &= hostile_s <= STRING_TARGET_S
+    print(f"strings slowest of {len(HOSTILE)} hostile string inputs (200 KB counts): "
+          f"{1e3 * hostile_s:5.1f} ms, "
+          f"{hostile_s / normal_s:.2f} x a normal uncached estimate ({1e3 * normal_s:.1f} ms)  "
+          f"(target <= {1e3 * STRING_TARGET_S:g} ms, {verdict(hostile_s <= STRING_TARGET_S)})")
     cold_s = time_cold_cli(COLD_RUNS)
     ok &= cold_s <= COLD_CLI_TARGET_S
     print(f"cold    advisor {' '.join(CLI_ARGS)}: {cold_s:5.3f} s  (median of {COLD_RUNS}, "

@@ -245,7 +245,7 @@ def _parser() -> argparse.ArgumentParser:
 def finish(args: argparse.Namespace, fp: dict, m: dict, progress: Progress) -> None:
     """Rank 0: write the runs (measure), or fit, print the summary, write and store the profile."""
     from advisor.profile_store import store_path, write_atomic
-    from advisor.profiles import Fingerprint, Profile, missing_terms, save_profile
+    from advisor.profiles import Fingerprint, Profile, missing_terms, save_profile, seal
     from calibration import device, fit, validate
 
     if args.command == "measure":
@@ -264,12 +264,12 @@ def finish(args: argparse.Namespace, fp: dict, m: dict, progress: Progress) -> N
         notes.append(f"{fp['gpu_name']} is not in the GPU catalog: efficiencies are relative to the "
                      "best rates measured here")
     local = fp["gpus_per_node"]
-    profile = Profile(
+    profile = seal(Profile(
         name=name, created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         fingerprint=Fingerprint(**fp), catalog_gpu=catalog, device_spec=spec, quick=args.quick,
         command=args.invoked_as or f"torchrun --nnodes {fp['nodes']} --nproc-per-node {local} "
                                    f"-m calibration {' '.join(sys.argv[1:])}",
-        overrides=overrides, fit=terms, measurements=m, notes=notes)
+        overrides=overrides, fit=terms, measurements=m, notes=notes))
     if args.out:
         write_atomic(Path(args.out), profile.model_dump_json(indent=1))
     print(validate.measured_summary(profile), flush=True)

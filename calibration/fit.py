@@ -88,7 +88,9 @@ class Fit:
         return apply_overrides(self.base, self.overrides, self.name)
 
 
-def fit_compute(fit: Fit, m: dict, cluster: Cluster, arch: str) -> None:
+def fit_compute(fit: Fit, m: dict, cluster: Cluster, arch: str) -> float:
+    """Fit the GEMM curve and the attention ratio; returns the largest efficiency before the
+    clamp at 1 (above 1 only when the peak used is below what the layers reach)."""
     runs, cp = m["runs"], fit.base.compute
     peak = cluster.gpu.peak_flops("bf16")
     by_hidden: dict[int, list[float]] = {}
@@ -103,19 +105,26 @@ def fit_compute(fit: Fit, m: dict, cluster: Cluster, arch: str) -> None:
     att = m["attention"]
     fit.add(f"attention_efficiency.{arch}", ratio, att["spread"], len(att["seconds"]),
             "SDPA causal forward+backward FLOP/s / the layer matmuls' FLOP/s at the model's hidden size")
-    fit.overrides.setdefault("gemm_efficiency", {})[arch] = {"x": x, "y": raw}
+    # The curve's shape, at most 1 while k is found (y = raw x k does not depend on the scale:
+    # the model's predicted time goes as 1 / raw, so k goes as raw).
+    shape = [v / max(1.0, max(raw)) for v in raw]
+    fit.overrides.setdefault("gemm_efficiency", {})[arch] = {"x": x, "y": shape}
     ctx = Context(cluster=cluster, model=run_model_spec(runs["model"]), workload=run_workload(runs),
                   priors=fit.priors)
     mb = compute.micro_batch_time(ctx)
     k = (mb.forward_s + mb.backward_s) / runs["local_median_s"]
-    y = [v * k for v in raw]
+    y = [v * k for v in shape]
+    top = max(y)
+    y = [min(1.0, v) for v in y]  # an efficiency is a fraction of the peak (priors.Curve checks)
     sigma = max(0.02, statistics.median(g["spread"] for g in m["gemm"]), _spread(runs["local_step_s"]))
     fit.add(f"gemm_efficiency.{arch}", y, sigma, sum(len(g["seconds"]) for g in m["gemm"]),
-            f"layer matmul FLOP/s / peak / micro-batch factor at hidden {x}, times k = {k:.3g} "
-            f"(the calibration model's predicted / measured forward+backward)",
+            f"layer matmul FLOP/s / peak / micro-batch factor at hidden {x} (its shape), times "
+            f"k = {k:.3g} (the calibration model's predicted / measured forward+backward)"
+            + ("; clamped at 1 (the datasheet peak or the micro-batch prior is off)" if top > 1 else ""),
             layout={"x": [float(v) for v in x], "y": y})
     fit.add("uncertainty.compute_efficiency", sigma, 0.0, len(runs["local_step_s"]),
             "largest of the GEMM and layer timing spreads (MAD / median), at least 2%")
+    return top
 
 
 def alpha_beta(x: list[float], t: list[float]) -> tuple[float, float]:
@@ -270,6 +279,16 @@ def fit_profile(m: dict, fingerprint: dict, catalog_gpu: str | None, name: str
     spec = None if catalog_gpu else measured_device_spec(m, fingerprint)
     cluster = profile_cluster(catalog_gpu, spec, fingerprint["gpus_per_node"], fingerprint["nodes"])
     arch = cluster.gpu.architecture
+    if spec is not None:
+        # The stand-in's peak is the best GEMM rate measured, which the fitted layer efficiency
+        # can exceed (micro-batch factor, model vs measured step): raise the peak so the largest
+        # efficiency is 1. Predictions are unchanged (they depend on peak x efficiency only).
+        top = fit_compute(Fit(with_stand_in(default_priors(), arch), name), m, cluster, arch)
+        if top > 1:
+            for key in ("peak_bf16_dense_in_TFLOPS", "peak_fp16_dense_in_TFLOPS", "peak_fp32_in_TFLOPS"):
+                spec[key] *= top * (1 + 1e-9)
+            spec["source"] += f"; peaks raised {top:.3g}x so the fitted efficiencies stay within 1"
+            cluster = profile_cluster(catalog_gpu, spec, fingerprint["gpus_per_node"], fingerprint["nodes"])
     fit = Fit(with_stand_in(default_priors(), arch), name)
     fit_compute(fit, m, cluster, arch)
     fit_collectives(fit, m, cluster)

@@ -152,9 +152,11 @@ def test_malformed_bodies(client):
     for unreadable in (b"\x80\x81", b"[" * 100_000):  # not UTF-8; nested past the parser's limit
         assert_error(client.post("/v1/estimate", content=unreadable,
                                  headers={"content-type": "application/json"}), 400, "bad_request")
-    # Not JSON at all: the body is not an object.
+    # Not declared JSON: 415, whatever the body holds.
     assert_error(client.post("/v1/estimate", content=b"params=1", headers={"content-type": "text/plain"}),
-                 422, "invalid_input")
+                 415, "unsupported_media_type")
+    assert_error(client.post("/v1/estimate", content=b'{"params": 7e9, "gpus": "8xA100"}',
+                             headers={"content-type": "text/plain"}), 415, "unsupported_media_type")
 
 
 def test_every_error_uses_one_schema(client):
@@ -310,22 +312,28 @@ def test_configs_field_errors(client):
     assert r.status_code == 200 and "/local_nvme" in r.json()["ds_config.json"]
 
 
-def test_calibrations_round_trip_and_change_estimates(client):
-    """POST a profile (the shipped CPU example, renamed onto an A100 fingerprint would be
-    faking data, so the CPU one is posted as is), list it, and see a named estimate use it."""
+def test_calibrations_round_trip_and_change_estimates():
+    """POST a profile (the shipped CPU example, renamed and sealed again: renaming changes its
+    content), list it, and see a named estimate refuse it for a GPU it was not measured on."""
     from pathlib import Path
 
+    from advisor import profiles
+
+    token = "t" * 32
+    client = TestClient(create_app(Settings(api_token=token)), raise_server_exceptions=False)
+    auth = {"Authorization": f"Bearer {token}"}
     shipped = Path(__file__).parents[1] / "calibration" / "profiles" / "example-cpu-gloo.json"
-    body = json.loads(shipped.read_text())
-    body["name"] = "api-test-profile"
-    posted = client.post("/v1/calibrations", json=body)
+    profile = profiles.parse_profile(shipped.read_text()).model_copy(update={"name": "api-test-profile"})
+    body = json.loads(profiles.seal(profile).model_dump_json())
+    posted = client.post("/v1/calibrations", json=body, headers=auth)
     assert posted.status_code == 201, posted.text
     assert posted.json()["name"] == "api-test-profile"
     listed = client.get("/v1/calibrations").json()
-    assert "api-test-profile" in [p["name"] for p in listed]
-    bad = client.post("/v1/calibrations", json={"name": "x"})
+    assert "api-test-profile" in [p["name"] for p in listed["items"]]
+    bad = client.post("/v1/calibrations", json={"name": "x"}, headers=auth)
     assert bad.status_code == 422 and bad.json()["field"]
     # a CPU profile cannot be used for an A100 estimate: a clear 422 naming the field
     wrong = client.post("/v1/estimate", json={"params": 7e9, "gpus": "8xA100",
                                               "profile": "api-test-profile"})
     assert wrong.status_code == 422 and wrong.json()["field"] == "profile"
+    assert client.delete("/v1/calibrations/api-test-profile", headers=auth).status_code == 204

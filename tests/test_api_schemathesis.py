@@ -22,7 +22,9 @@ from api.settings import Settings
 
 MAX_EXAMPLES = 60  # per operation; the whole file runs in ~10 s on 2 cores
 
-schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(Settings()))
+TOKEN = "schemathesis-" + "0" * 20
+AUTH = {"Authorization": f"Bearer {TOKEN}"}  # so the writes (profiles) are fuzzed past the auth check
+schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(Settings(api_token=TOKEN)))
 
 
 def emit_available() -> bool:
@@ -39,7 +41,7 @@ def emit_available() -> bool:
 def test_api_conforms_to_its_schema(case):
     if case.operation.path == "/v1/configs" and not emit_available():
         pytest.skip("advisor.emit is not available: /v1/configs is 501")
-    case.call_and_validate(excluded_checks=[schemathesis.checks.positive_data_acceptance])
+    case.call_and_validate(headers=AUTH, excluded_checks=[schemathesis.checks.positive_data_acceptance])
 
 
 def test_schemathesis_cli_against_the_live_server(tmp_path):
@@ -47,11 +49,11 @@ def test_schemathesis_cli_against_the_live_server(tmp_path):
     phases, deterministic) against `advisor serve` on loopback."""
     from tests.test_api_server import serve
 
-    with serve() as base:
+    with serve(env={"ADVISOR_API_TOKEN": TOKEN}) as base:
         proc = subprocess.run(
             [sys.executable, "-m", "schemathesis.cli", "run", f"{base}/openapi.json",
              "--max-examples", "30", "--generation-deterministic", "--workers", "1", "--no-color",
-             "--exclude-checks", "positive_data_acceptance"],
+             "--exclude-checks", "positive_data_acceptance", "--header", f"Authorization: Bearer {TOKEN}"],
             capture_output=True, text=True, timeout=300, cwd=tmp_path,  # its cache folder goes there
             env={**os.environ, "NO_COLOR": "1"})
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]

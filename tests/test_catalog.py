@@ -135,3 +135,117 @@ def test_infer_from_params_13b_is_llama_13b_shaped():
     assert (spec.hidden, spec.layers) == (5120, 40)
     assert spec.params == 13_000_000_000
     assert spec.inferred
+
+
+# ---- the GPUs people train on beyond the first catalog ----------------------------------------
+
+NEW_GPUS = {
+    # spec string -> (catalog id, nodes, GPUs per node)
+    "8xH800": ("H800", 1, 8),
+    "8xH20": ("H20", 1, 8),
+    "8xA800": ("A800", 1, 8),
+    "8xH100-NVL": ("H100-NVL", 1, 8),
+    "8xB300": ("B300", 1, 8),
+    "72xGB200": ("GB200", 1, 72),
+    "72xGB300": ("GB300", 1, 72),
+    "4xGH200": ("GH200-96GB", 1, 4),
+    "2xGH200-144GB": ("GH200-144GB", 2, 1),
+    "8xMI325X": ("MI325X", 1, 8),
+    "8xMI355X": ("MI355X", 1, 8),
+    "4xRTX3090": ("RTX-3090", 1, 4),
+    "8xA5000": ("RTX-A5000", 1, 8),
+    "8xA6000": ("RTX-A6000", 1, 8),
+    "8xRTX6000Ada": ("RTX-6000-Ada", 1, 8),
+    "8xL40": ("L40", 1, 8),
+    "4xT4": ("T4", 1, 4),
+}
+
+
+@pytest.mark.parametrize(("spec", "expected"), sorted(NEW_GPUS.items()))
+def test_new_gpus_parse_from_a_spec_string(spec, expected):
+    cluster = parse_cluster(spec)
+    assert (cluster.gpu.name, cluster.nodes, cluster.gpus_per_node) == expected
+    assert cluster.gpu.source
+
+
+def test_nvl72_is_one_nvlink_domain():
+    # An NVL72 rack is one "node" of 72 GPUs: its host RAM is the 36 Grace CPUs' 480 GB each.
+    for name in ("GB200", "GB300"):
+        one = parse_cluster(f"72x{name}")
+        assert (one.nodes, one.gpus_per_node) == (1, 72)
+        assert one.gpu.intra_node_link.startswith("NVLink5")
+        assert one.gpu.node.cpu_ram_in_GiB == 16093  # 36 x 480e9 B / 2^30 = 16,093.3 GiB
+        two = parse_cluster(f"144x{name}")
+        assert (two.nodes, two.gpus_per_node) == (2, 72)
+
+
+def test_gh200_short_name_resolves_to_the_96gb_part_with_a_note():
+    gpu, note = resolve_gpu("GH200")
+    assert gpu.name == "GH200-96GB"
+    assert note is not None and "GH200-144GB" in note
+
+
+def test_new_precision_support_follows_the_hardware():
+    catalog = gpu_catalog()
+    for name in ("T4", "V100-32GB"):
+        assert not catalog[name].supports("bf16") and not catalog[name].supports("fp8")
+    for name in ("A800", "RTX-3090", "RTX-A5000", "RTX-A6000"):  # Ampere: bf16, no fp8
+        assert catalog[name].supports("bf16") and not catalog[name].supports("fp8")
+    for name in ("H800", "H20", "H100-NVL", "GH200-96GB", "GH200-144GB", "B300", "GB200", "GB300",
+                 "RTX-6000-Ada", "L40", "MI325X", "MI355X"):
+        assert catalog[name].supports("fp8"), name
+    assert catalog["T4"].architecture == "turing" and catalog["MI355X"].architecture == "cdna4"
+
+
+def test_export_variants_keep_the_compute_and_lose_the_link():
+    catalog = gpu_catalog()
+    h100, h800 = catalog["H100-80GB"], catalog["H800"]
+    assert h800.peak_bf16_dense_in_TFLOPS == h100.peak_bf16_dense_in_TFLOPS
+    assert h800.intra_node_bandwidth_in_GB_per_sec == 200  # NVLink 400 GB/s bidirectional / 2
+    a100, a800 = catalog["A100-80GB"], catalog["A800"]
+    assert a800.peak_bf16_dense_in_TFLOPS == a100.peak_bf16_dense_in_TFLOPS
+    assert a800.intra_node_bandwidth_in_GB_per_sec == 200
+    assert catalog["H20"].intra_node_bandwidth_in_GB_per_sec == 450  # full 900 GB/s NVLink
+
+
+def test_published_spec_numbers():
+    catalog = gpu_catalog()
+    # H100 NVL datasheet: 1,671 TFLOPS BF16 and 3,341 TFLOPS FP8 with sparsity (dense = half),
+    # 60 TFLOPS FP32, 94 GB HBM3 at 3.9 TB/s; nvidia-smi shows 95830 MiB = 93.58 GiB.
+    nvl = catalog["H100-NVL"]
+    assert nvl.peak_bf16_dense_in_TFLOPS == 1671 / 2 == 835.5
+    assert nvl.peak_fp8_dense_in_TFLOPS == 3341 / 2 == 1670.5
+    assert (nvl.peak_fp32_in_TFLOPS, nvl.hbm_bandwidth_in_GB_per_sec) == (60, 3900)
+    assert nvl.memory_in_GiB == round(95830 / 1024, 2) == 93.58
+    # GB200 NVL72 datasheet, per GPU = rack / 72: 360 PFLOPS FP16/BF16 with sparsity -> 5 PFLOPS
+    # sparse, 2.5 dense; 5,760 TFLOPS FP32 -> 80; 576 TB/s HBM3e -> 8 TB/s; NVLink 1.8 TB/s
+    # bidirectional -> 900 GB/s per direction.
+    gb = catalog["GB200"]
+    assert gb.peak_bf16_dense_in_TFLOPS == 360_000 / 72 / 2 == 2500
+    assert gb.peak_fp32_in_TFLOPS == 5760 / 72 == 80
+    assert gb.hbm_bandwidth_in_GB_per_sec == 576_000 / 72 == 8000
+    assert gb.intra_node_bandwidth_in_GB_per_sec == 1800 / 2
+    # T4 datasheet: 65 TFLOPS FP16 mixed precision (Turing: no sparsity, so dense), 8.1 FP32.
+    assert (catalog["T4"].peak_fp16_dense_in_TFLOPS, catalog["T4"].peak_fp32_in_TFLOPS) == (65, 8.1)
+
+
+def test_a_t4_request_defaults_to_fp16_with_a_note():
+    from advisor.inputs import EstimateRequest
+    from advisor.jobs import run_estimate
+
+    est = run_estimate(EstimateRequest(params=1e9, gpus="4xT4", strategy="zero2", seq_len=1024))
+    assert est.settings.precision == "fp16"
+    assert any("T4 has no bf16" in note for note in est.cluster.notes)
+
+
+def test_zero3_offload_on_four_rtx_3090s_answers(capsys):
+    import json
+
+    from advisor.cli import main
+
+    code = main(["estimate", "--params", "7e9", "--gpus", "4xRTX3090", "--strategy", "zero3-offload",
+                 "--json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["cluster"]["gpu"] == "RTX-3090" and out["strategy"] == "zero3-offload"
+    assert out["memory"]["per_gpu_bytes"]["total"] > 0

@@ -151,8 +151,9 @@ def test_a_failure_while_writing_keeps_the_old_plan_and_leaves_no_debris(tmp_pat
         return real_write(self, text, *args, **kwargs)
 
     monkeypatch.setattr(Path, "write_text", fail_on_plan)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(InvalidInput, match="out: cannot write .*: disk full") as exc:  # one line
         emit_strategy({**SMALL, "gpus": "8xA100"}, "fsdp", out, EmitOptions())
+    assert exc.value.field == "out"
     monkeypatch.undo()
     assert {p.name: p.read_text() for p in out.iterdir()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["plan"]

@@ -35,7 +35,7 @@ def synthetic(name: str = "h200-test", gpu: str | None = "H200", per_node: int =
         fingerprint=profiles.Fingerprint(device="cuda", gpu_name=f"NVIDIA {gpu or 'X1'}",
                                          gpu_memory_bytes=H200_BYTES, gpus_per_node=per_node,
                                          nodes=nodes, torch="2.13.0"),
-        catalog_gpu=gpu, device_spec=None if gpu else {"architecture": "measured"}, quick=True,
+        catalog_gpu=gpu, device_spec=None, quick=True,
         command="synthetic (tests/test_profiles.py)",
         overrides={"gemm_efficiency": {"hopper": curve}, "collective": {"intra_efficiency": 0.5}},
         fit=[profiles.FitTerm(term="gemm_efficiency.hopper", value=curve["y"], sigma=0.05, samples=4,
@@ -96,7 +96,7 @@ def test_explicit_profile_of_another_gpu_or_unknown_name_is_invalid_input():
     with pytest.raises(InvalidInput, match="measured on H200, not A100-80GB") as exc:
         profiles.priors_for("h200-test", "A100-80GB")
     assert exc.value.field == "profile"
-    with pytest.raises(InvalidInput, match="no profile named 'nope'") as exc:
+    with pytest.raises(InvalidInput, match="no valid profile named 'nope'") as exc:
         profiles.priors_for("nope", "H200")
     assert "h200-test" in exc.value.allowed
 
@@ -106,7 +106,8 @@ def test_export_import_round_trip_and_rename(tmp_path):
     path = tmp_path / "p.json"
     profile_store.write_atomic(path, profiles.export_profile("h200-test"))
     imported, _ = profiles.import_profile(path, rename="copy")
-    assert imported.model_dump(exclude={"name"}) == synthetic().model_dump(exclude={"name"})
+    unsealed = {"name", "checksum"}
+    assert imported.model_dump(exclude=unsealed) == synthetic().model_dump(exclude=unsealed)
     assert {s.name for s in profiles.list_profiles()} == {"h200-test", "copy"}
 
 
@@ -124,37 +125,29 @@ def test_invalid_profiles_are_rejected_naming_the_field(edit, field):
     assert exc.value.field.startswith(field)
 
 
-def test_profile_saved_before_per_architecture_attention_reads_as_its_architecture():
-    """Profiles written before the attention ratio became per-architecture carry it as
-    compute.attention_efficiency_ratio; an H200 profile's value becomes attention_efficiency.hopper."""
-    data = json.loads(synthetic().model_dump_json())
-    data["overrides"]["compute"] = {"attention_efficiency_ratio": 0.42, "hbm_efficiency": 0.8}
-    data["fit"].append({"term": "compute.attention_efficiency_ratio", "value": 0.42, "sigma": 0.1,
-                        "samples": 3, "how": "synthetic"})
-    profile = profiles.parse_profile(data)
-    assert profile.overrides["attention_efficiency"] == {"hopper": 0.42}
-    assert profile.overrides["compute"] == {"hbm_efficiency": 0.8}
-    assert "attention_efficiency.hopper" in {t.term for t in profile.fit}
-    profiles.save_profile(profile)
-    priors, _ = profiles.priors_for("h200-test", "H200")
-    assert priors.attention_efficiency["hopper"] == 0.42
-    assert priors.attention_efficiency["ampere"] == default_priors().attention_efficiency["ampere"]
-
-
-def test_api_calls_store_and_list():
-    summary = profiles.create_calibration(json.loads(synthetic().model_dump_json()))
+def test_api_calls_store_list_and_delete():
+    summary = profiles.create_calibration(profiles.seal(synthetic()))
     assert summary.name == "h200-test" and summary.catalog_gpu == "H200"
     assert summary.missing_terms  # two terms are far from a complete profile
-    assert [s.name for s in profiles.list_calibrations(gpu="H200")] == ["h200-test"]
-    assert profiles.list_calibrations(gpu="A100-80GB") == []
+    assert [s.name for s in profiles.listing(catalog_gpu="H200").items] == ["h200-test"]
+    assert profiles.listing(catalog_gpu="A100-80GB").items == []
+    assert profiles.delete_calibration("h200-test") == 1
+    assert profiles.delete_calibration("h200-test") == 0
+    assert profiles.list_profiles() == []
 
 
-def test_a_newer_store_schema_or_a_tampered_row_is_refused():
-    profiles.save_profile(synthetic())
+def test_a_tampered_row_is_skipped_and_reported_a_newer_store_schema_refused():
+    good = profiles.save_profile(synthetic("good"))
+    bad = profiles.save_profile(synthetic())
     con = sqlite3.connect(profile_store.store_path(), isolation_level=None)
-    con.execute("UPDATE profiles SET body = replace(body, '0.5', '0.6')")
-    with pytest.raises(AdvisorError, match="corrupt"):
+    con.execute("UPDATE profiles SET body = replace(body, '0.5', '0.6') WHERE version = ?", (bad,))
+    with pytest.raises(InvalidInput, match="no valid profile named 'h200-test'"):
         profiles.get_profile("h200-test")
+    found = profiles.listing()
+    assert [s.version for s in found.items] == [good]
+    assert [s.version for s in found.skipped] == [bad] and "checksum" in found.skipped[0].reason
+    priors, note = profiles.priors_for(None, "H200", 8, 1)  # 'good' is used, the bad row is named
+    assert "'good'" in note and f"version {bad}" in note
     con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     con.close()
     with pytest.raises(AdvisorError, match="newer advisor"):
@@ -175,7 +168,7 @@ WRITER = textwrap.dedent("""
 
 def _template(tmp_path: Path, padding_bytes: int) -> Path:
     path = tmp_path / "template.json"
-    path.write_text(synthetic(padding_bytes=padding_bytes).model_dump_json())
+    path.write_text(profiles.seal(synthetic(padding_bytes=padding_bytes)).model_dump_json())
     return path
 
 

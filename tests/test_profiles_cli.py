@@ -33,7 +33,7 @@ def test_list_show_export_import(tmp_path, capsys):
     assert "gemm_efficiency.hopper" in shown and "not fitted" in shown
     path = tmp_path / "exported.json"
     assert main(["profiles", "export", "h200-test", "--out", str(path)]) == 0
-    assert profiles.parse_profile(path.read_text()) == synthetic()
+    assert profiles.parse_profile(path.read_text()) == profiles.seal(synthetic())
     assert main(["profiles", "import", str(path), "--name", "again"]) == 0
     assert "stored profile 'again'" in capsys.readouterr().out
     assert {r.name for r in profiles.list_profiles()} == {"h200-test", "again"}
@@ -41,9 +41,10 @@ def test_list_show_export_import(tmp_path, capsys):
 
 def test_errors_are_one_line_naming_the_field(tmp_path, capsys):
     assert main(["profiles", "show", "missing"]) == 2
-    assert capsys.readouterr().err.startswith("advisor: error: profile: no profile named 'missing'")
+    assert capsys.readouterr().err.startswith("advisor: error: profile: no valid profile named 'missing'")
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({**json.loads(synthetic().model_dump_json()), "schema_version": 7}))
+    sealed = json.loads(profiles.seal(synthetic()).model_dump_json())
+    bad.write_text(json.dumps({**sealed, "schema_version": 7}))
     assert main(["profiles", "import", str(bad)]) == 2
     assert "schema_version" in capsys.readouterr().err
     assert main(["validate", "--profile", "missing"]) == 2

@@ -89,7 +89,7 @@ def test_invalid_input_rerenders_with_the_message_next_to_the_field(client):
 
 @pytest.mark.parametrize(("changes", "field", "text"), [
     ({"nodes": "0"}, "nodes", "1 to"),
-    ({"gpus_per_node": "65"}, "gpus_per_node", "1 to 64"),
+    ({"gpus_per_node": "73"}, "gpus_per_node", "1 to 72"),
     ({"gpu": "A1000"}, "gpu", "A100-80GB"),
     ({"model_source": "hf_config", "hf_config": "{oops"}, "hf_config", "not valid JSON"),
     ({"model_source": "hf_config", "hf_config": ""}, "hf_config", "paste"),

@@ -30,6 +30,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import json
+    import sys
     from pathlib import Path
 
     from advisor import profile_store, profiles
@@ -52,11 +53,13 @@ def run(args: argparse.Namespace) -> int:
         else:
             _print_profile(profile)
         return 0
-    rows = profiles.list_profiles(all_versions=args.all)
+    found = profiles.listing(all_versions=args.all)
     if args.json:
-        print(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
+        print(json.dumps([r.model_dump(mode="json") for r in found.items], indent=2))
     else:
-        _print_list(rows, profile_store.store_path())
+        _print_list(found.items, profile_store.store_path())
+    for row in found.skipped:  # never used; say why so the row can be found and replaced
+        print(f"advisor: skipped stored profile version {row.version}: {row.reason}", file=sys.stderr)
     return 0
 
 

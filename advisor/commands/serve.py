@@ -9,7 +9,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("serve", help="run the REST API and web form (uvicorn)",
                               description="Serve the REST API under /v1, OpenAPI docs at /docs "
                               "and the web form at /. Limits and CORS: ADVISOR_MAX_BODY_BYTES, "
-                              "ADVISOR_CORS_ORIGINS (comma-separated; default: CORS off).")
+                              "ADVISOR_CORS_ORIGINS (comma-separated; default: CORS off). "
+                              "Calibration-profile writes need ADVISOR_API_TOKEN (unset: read-only).")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")

@@ -15,6 +15,7 @@ STRATEGIES = {cls.name: cls for cls in (
     FSDPFullShard, FSDPGradOp, HSDP, FSDPOffload,
 )}
 STRATEGY_NAMES: tuple[str, ...] = tuple(STRATEGIES)
+FSDP_NAMES: tuple[str, ...] = tuple(n for n, cls in STRATEGIES.items() if cls.family == "fsdp")
 
 
 def get_strategy(name: str, fsdp_version: Literal[1, 2] = 2) -> Strategy:

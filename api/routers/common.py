@@ -1,9 +1,9 @@
 """What the routers share: the documented error responses and the JSON result response.
 
-The estimate and recommend handlers are `async def` and call the cost model inline: it is pure
-CPU work (~0.3 ms for an estimate, ~15-20 ms for an uncached search, bounded by the input
-limits), so a worker thread would buy no parallelism under the GIL and its hop costs more than
-a cached answer. Run more processes (`advisor serve --workers N`) for more throughput.
+The estimate and recommend handlers are `async def`: a cached answer is returned on the event
+loop (a thread hop would cost more than the look-up), a miss runs the cost model in a worker
+thread (api/service.py), so no request holds up the loop. Under the GIL threads buy no
+parallelism: run more processes (`advisor serve --workers N`) for more throughput.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from api.schemas import ErrorResponse
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorResponse, "description": "The body could not be read (not UTF-8)"},
+    404: {"model": ErrorResponse, "description": "No such resource"},
     413: {"model": ErrorResponse, "description": "Request body too large"},
+    415: {"model": ErrorResponse, "description": "The body is not declared as JSON"},
     422: {"model": ErrorResponse, "description": "Invalid input: the field, its allowed range "
           "or values (valid GPU, preset and strategy names)"},
 }

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
 
-from api import bundle
+from api import bundle, service
 from api.routers.common import ERRORS
 from api.schemas import ConfigsRequest, ErrorResponse
 
@@ -23,7 +23,7 @@ Format = Annotated[Literal["json", "zip"], Query(description="json: a map of fil
 async def post_configs(req: ConfigsRequest, format: Format = "json") -> Response:
     """Accelerate / DeepSpeed configs, launch commands and the checkpoint plan for the
     recommended plan (or `strategy`'s best plan). 422 with the reasons when it does not fit."""
-    files = bundle.plan_files(req)
+    files = await service.offloaded(lambda: bundle.plan_files(req))
     if format == "zip":
         return Response(bundle.zip_bytes(files), media_type="application/zip", headers={
             "content-disposition": f'attachment; filename="{bundle.ZIP_NAME}"'})

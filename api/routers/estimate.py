@@ -17,4 +17,4 @@ router = APIRouter(prefix="/v1", tags=["estimate"])
 async def post_estimate(req: EstimateRequest) -> Response:
     """As `advisor estimate --json`: a plan that does not fit is still an answer (`fits` false,
     with the reason and the cheapest fix)."""
-    return json_response(service.estimate_json(req))
+    return json_response(await service.estimate_json(req))

@@ -17,4 +17,4 @@ router = APIRouter(prefix="/v1", tags=["recommend"])
 async def post_recommend(req: RecommendRequest) -> Response:
     """As `advisor recommend --json`. `chosen` is null when nothing fits; each estimate then
     says why and what would make it fit."""
-    return json_response(service.recommend_json(req))
+    return json_response(await service.recommend_json(req))

@@ -73,7 +73,7 @@ async def submit(request: Request) -> Response:
     if req is None:
         return _page(request, state, 422)
     try:
-        rec = service.recommend(req)  # inline, as in the API routers (routers/common.py)
+        rec = await service.recommend(req)
     except AdvisorError as exc:
         return _error_page(request, state, exc)
     return _page(request, state, result=views.result_context(rec))
@@ -86,7 +86,7 @@ async def download_bundle(request: Request) -> Response:
     if req is None:
         return _page(request, state, 422)
     try:
-        files = bundle.plan_files(ConfigsRequest(**req.model_dump()))
+        files = await service.offloaded(lambda: bundle.plan_files(ConfigsRequest(**req.model_dump())))
     except (AdvisorError, HTTPException) as exc:
         return _error_page(request, state, exc)
     return Response(bundle.zip_bytes(files), media_type="application/zip", headers={
