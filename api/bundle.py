@@ -14,9 +14,9 @@ from pathlib import Path
 from fastapi import Response
 from starlette.exceptions import HTTPException
 
-from advisor.errors import Infeasible
-from advisor.inputs import resolve_model
-from advisor.results import Estimate, Recommendation
+from advisor.core.errors import Infeasible
+from advisor.core.results import Estimate, Recommendation
+from advisor.requests.models import resolve_model
 from api import service
 from api.schemas import ConfigsRequest, RecommendRequest
 
@@ -43,11 +43,11 @@ def choose_plan(req: ConfigsRequest) -> tuple[Estimate, Recommendation]:
 def plan_files(req: ConfigsRequest) -> dict[str, str]:
     """File name -> text, as `advisor emit` would write them."""
     try:
-        from advisor.emit import build_plan, render
-        from advisor.plan import EmitOptions
+        from advisor.emit.files import build_plan, render
+        from advisor.emit.plan import EmitOptions
     except ImportError:
         raise HTTPException(501, "config emission is not available in this build "
-                                 "(advisor.emit cannot be imported)") from None
+                                 "(advisor.emit.files cannot be imported)") from None
     plan, rec = choose_plan(req)
     why = rec.summary if req.strategy else [*rec.summary, rec.rule_of_thumb]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from advisor.results import Estimate
-from advisor.units import GiB
+from advisor.core.results import Estimate
+from advisor.core.units import GiB
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
 COMPONENTS = (("params", "parameters", "#0072B2"), ("grads", "gradients", "#56B4E9"),

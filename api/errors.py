@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.routing import Mount
 
-from advisor.errors import AdvisorError, Infeasible, InvalidInput
+from advisor.core.errors import AdvisorError, Infeasible, InvalidInput
 from api.schemas import ConfigsRequest, ErrorResponse, FieldError
 
 log = logging.getLogger("advisor.api")

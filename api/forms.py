@@ -12,8 +12,8 @@ from urllib.parse import parse_qsl
 
 from pydantic import ValidationError
 
-from advisor.errors import InvalidInput
-from advisor.hardware import MAX_GPUS
+from advisor.core.errors import InvalidInput
+from advisor.core.hardware import MAX_GPUS
 from api.errors import field_errors
 from api.schemas import RecommendRequest
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from advisor import inputs
-from advisor.jsontree import check_tree
-from advisor.model import ModelSpec
+from advisor.core.jsontree import check_tree
+from advisor.core.model import ModelSpec
+from advisor.requests import models as inputs
 
 MAX_HF_CONFIG_DEPTH = 16  # real config.json files nest 3-4 levels (rope_scaling, attn_config)
 MAX_HF_CONFIG_ITEMS = 4096  # keys + list items; a real config.json has about 30-300
@@ -31,7 +31,7 @@ def _check_tree(value: Any) -> None:
 
 
 _BOUNDS = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum", "le": "maximum"}
-# What `advisor.units.parse_count` reads: 13e9, 7B, 4M, 300B (K/M/B/G/T, any case).
+# What `advisor.core.units.parse_count` reads: 13e9, 7B, 4M, 300B (K/M/B/G/T, any case).
 COUNT_PATTERN = r"^\s*[0-9]*\.?[0-9]+([eE][+-]?[0-9]+)?\s*[KMBGTkmbgt]?\s*$"
 
 

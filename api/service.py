@@ -21,10 +21,11 @@ from typing import Generic, TypeVar
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from advisor import profile_store, schemas
-from advisor.errors import AdvisorError, InvalidInput
-from advisor.jobs import run_estimate, run_recommend
-from advisor.results import Estimate, Recommendation
+from advisor.core import schemas
+from advisor.core.errors import AdvisorError, InvalidInput
+from advisor.core.results import Estimate, Recommendation
+from advisor.profiles import store as profile_store
+from advisor.requests.jobs import run_estimate, run_recommend
 from api.errors import UnsupportedInput
 from api.schemas import EstimateRequest, RecommendRequest
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from advisor.results import Estimate, Recommendation
-from advisor.units import GB, GiB, duration_text
+from advisor.core.results import Estimate, Recommendation
+from advisor.core.units import GB, GiB, duration_text
 from api import charts
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from advisor.estimate import estimate  # noqa: E402
-from advisor.priors import default_priors  # noqa: E402
+from advisor.core.estimate import estimate  # noqa: E402
+from advisor.core.priors import default_priors  # noqa: E402
 from benchmarks.fit_priors import ARCHES, cross_validate, summary  # noqa: E402
 from benchmarks.reference import (  # noqa: E402
     FALCON_ISSUE_NOTE,

@@ -40,11 +40,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from advisor.hardware import gpu_catalog  # noqa: E402
-from advisor.priors import Curve, Priors, default_priors  # noqa: E402
-from advisor.timing import step_parts  # noqa: E402
+from advisor.core.hardware import gpu_catalog  # noqa: E402
+from advisor.core.priors import Curve, Priors, default_priors  # noqa: E402
+from advisor.core.timing import step_parts  # noqa: E402
+from advisor.profiles.fit import solve  # noqa: E402
 from benchmarks.reference import REFERENCE, Case, llm_foundry_cases  # noqa: E402
-from calibration.fit import solve  # noqa: E402
 
 KNOTS = [768.0, 2048.0, 4096.0, 8192.0]
 ARCHES = ("ampere", "hopper")

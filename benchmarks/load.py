@@ -141,7 +141,7 @@ def start_server(workers: int) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "advisor.cli", "serve", "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "advisor.cli.main", "serve", "--port", str(port),
                              "--workers", str(workers), "--log-level", "warning"], cwd=REPO)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

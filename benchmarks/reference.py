@@ -12,11 +12,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from advisor.hardware import Cluster, parse_cluster
-from advisor.model import ModelSpec, preset
+from advisor.core.hardware import Cluster, parse_cluster
+from advisor.core.model import ModelSpec, preset
+from advisor.core.workload import Workload
 from advisor.strategies import get_strategy
 from advisor.strategies.base import Context, Strategy
-from advisor.workload import Workload
 
 # ../shared/reference beside the checkout (CI lays shared/ beside its clone too).
 REFERENCE = Path(os.environ.get("ADVISOR_REFERENCE",

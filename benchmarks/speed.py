@@ -27,10 +27,10 @@ import sys
 import time
 from pathlib import Path
 
-from advisor.errors import AdvisorError
-from advisor.inputs import RecommendRequest, validate_request
-from advisor.jobs import run_recommend
-from advisor.results import Recommendation
+from advisor.core.errors import AdvisorError
+from advisor.core.results import Recommendation
+from advisor.requests.jobs import run_recommend
+from advisor.requests.models import RecommendRequest, validate_request
 
 SEARCH_TARGET_MS = 50.0
 WORST_CASE_TARGET_S = 1.0
@@ -61,7 +61,7 @@ CASES = {
 CLI_ARGS = ["recommend", "--params", "13e9", "--gpus", "8xA100", "--json"]
 IMPORT_CHECK = f"""
 import contextlib, io, json, sys
-from advisor.cli import main
+from advisor.cli.main import main
 with contextlib.redirect_stdout(io.StringIO()):
     rc = main({CLI_ARGS!r})
 print(json.dumps({{"rc": rc, "heavy": sorted(m for m in sys.modules
@@ -118,10 +118,10 @@ def time_strings(runs: int) -> tuple[float, float]:
 
 
 def advisor_command() -> list[str]:
-    """The installed `advisor` script next to this interpreter, else `python -m advisor.cli`."""
+    """The installed `advisor` script next to this interpreter, else `python -m advisor.cli.main`."""
     script = Path(sys.executable).parent / "advisor"
     found = str(script) if script.exists() else shutil.which("advisor")
-    return [found] if found else [sys.executable, "-m", "advisor.cli"]
+    return [found] if found else [sys.executable, "-m", "advisor.cli.main"]
 
 
 def time_cold_cli(runs: int) -> float:
@@ -183,7 +183,7 @@ def main() -> int:
           f"target <= {COLD_CLI_TARGET_S:g} s, {verdict(cold_s <= COLD_CLI_TARGET_S)})")
     heavy = heavy_imports()
     ok &= not heavy
-    print(f"imports advisor.cli + recommend: {', '.join(HEAVY)} "
+    print(f"imports advisor.cli.main + recommend: {', '.join(HEAVY)} "
           + ("not imported (ok)" if not heavy else f"IMPORTED: {', '.join(heavy)}"))
     return 0 if ok else 1
 

@@ -123,7 +123,7 @@ def run_config(args: argparse.Namespace, device: torch.device) -> RunConfig:
     cpu = device.type == "cpu"
     shape = {}
     if args.model:
-        from advisor.model import preset
+        from advisor.core.model import preset
 
         spec = preset(args.model)
         shape = {k: getattr(spec, k) for k in ("hidden", "heads", "kv_heads", "ffn", "vocab")}
@@ -244,9 +244,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def finish(args: argparse.Namespace, fp: dict, m: dict, progress: Progress) -> None:
     """Rank 0: write the runs (measure), or fit, print the summary, write and store the profile."""
-    from advisor.profile_store import store_path, write_atomic
-    from advisor.profiles import Fingerprint, Profile, missing_terms, save_profile, seal
-    from calibration import device, fit, validate
+    from advisor.profiles import fit
+    from advisor.profiles import standin as device
+    from advisor.profiles import validation as validate
+    from advisor.profiles.store import store_path, write_atomic
+    from advisor.profiles.use import Fingerprint, Profile, missing_terms, save_profile, seal
 
     if args.command == "measure":
         text = json.dumps({"fingerprint": fp, "runs": m["runs"]}, indent=1)

@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.distributed as dist
 
+from advisor.profiles.validation import RUNNABLE_STRATEGIES
 from advisor.strategies.zero import DeepSpeedBuckets
 from calibration.tiny_llama import TinyLlama, TinyLlamaConfig, model_spec, sample_batch
-from calibration.validate import RUNNABLE_STRATEGIES
 
 STRATEGIES = RUNNABLE_STRATEGIES
 _ZERO_STAGE = {"zero1": 1, "zero2": 2, "zero2-offload": 2, "zero3": 3}

@@ -17,7 +17,7 @@ matmuls' input (2 B), plus one fp32 rsqrt per token; attention q and k after RoP
 SDPA output (the o_proj input is the same storage: the CPU flash kernel, like the CUDA ones,
 writes (b, s, heads, d), so transpose + contiguous is free), plus an fp32 logsumexp per head
 and token; the MLP gate, silu(gate), up and their product. RoPE keeps only the shared cos/sin.
-That is advisor.activations.layer_bytes plus (8 + 4 x heads) B per token. Under autocast with
+That is advisor.core.activations.layer_bytes plus (8 + 4 x heads) B per token. Under autocast with
 an fp32 module the residual stream is fp32 and the norms keep more (see tests/test_real_runs.py).
 """
 
@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from advisor.model import ModelSpec
+from advisor.core.model import ModelSpec
 
 IGNORE_INDEX = -100  # transformers' ForCausalLMLoss default
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from advisor.estimate import estimate
-from advisor.hardware import parse_cluster
-from advisor.model import ModelSpec, infer_from_params, preset
-from advisor.priors import default_priors
-from advisor.results import Estimate
+from advisor.core.estimate import estimate
+from advisor.core.hardware import parse_cluster
+from advisor.core.model import ModelSpec, infer_from_params, preset
+from advisor.core.priors import default_priors
+from advisor.core.results import Estimate
+from advisor.core.workload import Workload
 from advisor.strategies import get_strategy
 from advisor.strategies.base import Context
-from advisor.workload import Workload
 
 
 def context(gpus: str = "8xA100", model: ModelSpec | str | float = "llama-2-7b",

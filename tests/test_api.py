@@ -11,7 +11,7 @@ from contextlib import redirect_stdout
 import pytest
 from fastapi.testclient import TestClient
 
-from advisor import cli
+from advisor.cli import main as cli
 from advisor.strategies import STRATEGY_NAMES
 from api.app import create_app
 from api.settings import Settings
@@ -22,7 +22,7 @@ ERROR_KEYS = {"code", "message", "field", "allowed", "errors"}
 
 def emit_available() -> bool:
     try:
-        from advisor.emit import build_plan, render  # noqa: F401
+        from advisor.emit.files import build_plan, render  # noqa: F401
     except ImportError:
         return False
     return True
@@ -247,8 +247,8 @@ def test_worst_case_recommend_answers_with_bounded_work(job):
     """Inputs at every field's bound get an answer (or a 422), and the search's work stays within
     its grid: strategies x checkpointing x gradient-sync modes x the micro-batch ladder. Their
     time (target 1 s each) is measured by `python benchmarks/speed.py`, not here."""
-    from advisor.search import MICRO_BATCH_LADDER
-    from advisor.workload import ACT_CKPTS
+    from advisor.core.workload import ACT_CKPTS
+    from advisor.search.ranking import MICRO_BATCH_LADDER
     from api import service
 
     service.clear_caches()  # no result from the cache
@@ -265,7 +265,7 @@ def test_configs_json_and_zip(client):
     r = client.post("/v1/configs", json=job)
     if not emit_available():
         assert_error(r, 501, "not_implemented")
-        pytest.skip("advisor.emit is not available")
+        pytest.skip("advisor.emit.files is not available")
     assert r.status_code == 200, r.text
     files = r.json()
     assert files and all(isinstance(v, str) and v for v in files.values())
@@ -281,7 +281,7 @@ def test_configs_json_and_zip(client):
 def test_configs_when_nothing_fits(client):
     r = client.post("/v1/configs", json={"model": "llama-3.1-405b", "gpus": "1xL4"})
     if not emit_available():
-        pytest.skip("advisor.emit is not available")
+        pytest.skip("advisor.emit.files is not available")
     body = assert_error(r, 422, "infeasible")
     assert "no plan fits" in body["message"]
 
@@ -292,7 +292,7 @@ def test_configs_for_one_strategy_parse(client):
     job = {"model": "llama-3-8b", "gpus": "2x8xH100", "strategy": "zero3", "global_batch_tokens": "4M"}
     r = client.post("/v1/configs", json=job)
     if not emit_available():
-        pytest.skip("advisor.emit is not available")
+        pytest.skip("advisor.emit.files is not available")
     assert r.status_code == 200, r.text
     files = r.json()
     ds = json.loads(files["ds_config.json"])
@@ -304,7 +304,7 @@ def test_configs_for_one_strategy_parse(client):
 
 def test_configs_field_errors(client):
     if not emit_available():
-        pytest.skip("advisor.emit is not available")
+        pytest.skip("advisor.emit.files is not available")
     r = client.post("/v1/configs", json={"model": "llama-3-8b", "gpus": "8xA100", "strategy": "zero3-nvme"})
     assert_error(r, 422, "invalid_input", "nvme_path")
     r = client.post("/v1/configs", json={"model": "llama-3-8b", "gpus": "8xA100", "strategy": "zero3-nvme",
@@ -317,7 +317,7 @@ def test_calibrations_round_trip_and_change_estimates():
     content), list it, and see a named estimate refuse it for a GPU it was not measured on."""
     from pathlib import Path
 
-    from advisor import profiles
+    from advisor.profiles import use as profiles
 
     token = "t" * 32
     client = TestClient(create_app(Settings(api_token=token)), raise_server_exceptions=False)

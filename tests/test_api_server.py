@@ -34,7 +34,7 @@ def serve(*extra: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """`advisor serve` on a free loopback port; yields its base URL once /healthz answers."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "advisor.cli", "serve", "--port", str(port), "--log-level",
+        [sys.executable, "-m", "advisor.cli.main", "serve", "--port", str(port), "--log-level",
          "warning", *extra], cwd=REPO, env={**os.environ, **(env or {})},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"

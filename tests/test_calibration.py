@@ -16,20 +16,21 @@ from pathlib import Path
 
 import pytest
 
-from advisor import compute
-from advisor.estimate import estimate
-from advisor.profiles import apply_overrides, architecture_of, get_profile, list_profiles, missing_terms
+from advisor.core import compute
+from advisor.core.estimate import estimate
+from advisor.profiles import fit
+from advisor.profiles import standin as device
+from advisor.profiles.use import apply_overrides, architecture_of, get_profile, list_profiles, missing_terms
+from advisor.profiles.validation import CPU_MEMORY_TOLERANCE, Row, priors_pair
 from advisor.strategies import get_strategy
 from advisor.strategies.base import Context
-from calibration import device, fit
-from calibration.validate import CPU_MEMORY_TOLERANCE, Row, priors_pair
 
 QUICK_BUDGET_S = 60  # the bound for `calibrate --quick`; CPU mode takes ~25 s here
 
 
 def _advisor(*args: str, home: Path, timeout_s: float = 180) -> subprocess.CompletedProcess:
     env = {**os.environ, "ADVISOR_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "advisor.cli", *args], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "advisor.cli.main", *args], env=env, capture_output=True,
                           text=True, timeout=timeout_s)
 
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from advisor.errors import InvalidInput
-from advisor.hardware import gpu_catalog, parse_cluster, resolve_gpu
-from advisor.model import infer_from_params, model_presets, preset
+from advisor.core.errors import InvalidInput
+from advisor.core.hardware import gpu_catalog, parse_cluster, resolve_gpu
+from advisor.core.model import infer_from_params, model_presets, preset
 
 REQUIRED_GPUS = {
     "V100-16GB", "V100-32GB", "A10G", "L4", "L40S", "A100-40GB", "A100-80GB",
@@ -230,8 +230,8 @@ def test_published_spec_numbers():
 
 
 def test_a_t4_request_defaults_to_fp16_with_a_note():
-    from advisor.inputs import EstimateRequest
-    from advisor.jobs import run_estimate
+    from advisor.requests.jobs import run_estimate
+    from advisor.requests.models import EstimateRequest
 
     est = run_estimate(EstimateRequest(params=1e9, gpus="4xT4", strategy="zero2", seq_len=1024))
     assert est.settings.precision == "fp16"
@@ -241,7 +241,7 @@ def test_a_t4_request_defaults_to_fp16_with_a_note():
 def test_zero3_offload_on_four_rtx_3090s_answers(capsys):
     import json
 
-    from advisor.cli import main
+    from advisor.cli.main import main
 
     code = main(["estimate", "--params", "7e9", "--gpus", "4xRTX3090", "--strategy", "zero3-offload",
                  "--json"])

@@ -27,7 +27,7 @@ LLAMA_3_8B_PARAMS = 8_030_261_248
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     """Run `advisor ARGS` as a user would (a fresh interpreter, output piped)."""
-    return subprocess.run([sys.executable, "-m", "advisor.cli", *args], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "advisor.cli.main", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
 
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from advisor import emit
-from advisor.cli import main
-from advisor.emit import PLAN_MARKER, emit_strategy, write_recommendation
-from advisor.errors import InvalidInput
-from advisor.model import preset
-from advisor.plan import EmitOptions, plain, reasons
+from advisor.cli.main import main
+from advisor.core.errors import InvalidInput
+from advisor.core.model import preset
+from advisor.emit import files as emit
+from advisor.emit.files import PLAN_MARKER, emit_strategy, write_recommendation
+from advisor.emit.plan import EmitOptions, plain, reasons
 from advisor.strategies.zero import NVME_PARAM_BUFFER_COUNT, nvme_param_buffer_elements
 
 REPO = Path(__file__).resolve().parents[1]
@@ -113,7 +113,7 @@ def test_bad_input_names_the_field_and_writes_nothing(tmp_path, data, strategy, 
 
 def test_cli_error_is_one_line_and_leaves_no_folder(tmp_path):
     out = tmp_path / "plan"
-    proc = subprocess.run([sys.executable, "-m", "advisor.cli", "emit", "--params", "1e9", "--gpus",
+    proc = subprocess.run([sys.executable, "-m", "advisor.cli.main", "emit", "--params", "1e9", "--gpus",
                            "8xA100", "--strategy", "hsdp", "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2
@@ -187,8 +187,8 @@ def test_alternatives_need_out(capsys):
 
 
 def test_recommend_with_nothing_fitting_writes_nothing(tmp_path):
-    from advisor.errors import Infeasible
-    from advisor.results import Recommendation
+    from advisor.core.errors import Infeasible
+    from advisor.core.results import Recommendation
 
     rec = Recommendation(chosen=None, summary=["Nothing fits."], rule_of_thumb="", estimates=[],
                          cluster=None, model=None, candidates_evaluated=0, infeasible_candidates=0)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from advisor.cli import main
+from advisor.cli.main import main
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("deepspeed")

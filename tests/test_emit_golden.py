@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.cli import main
+from advisor.cli.main import main
 
 GOLDEN = Path(__file__).parent / "golden"
 PLACEHOLDER = "/path/to/plan"

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from advisor.emit import emit_strategy
-from advisor.model import infer_from_params
-from advisor.plan import EmitOptions
+from advisor.core.model import infer_from_params
+from advisor.emit.files import emit_strategy
+from advisor.emit.plan import EmitOptions
 from advisor.strategies import FSDP_NAMES, STRATEGY_NAMES, get_strategy
 from advisor.strategies.zero import DeepSpeedBuckets
 
@@ -235,7 +235,7 @@ def test_pure_bf16_plans_turn_mixed_precision_off_and_say_how_to_load_the_model(
 
 
 def test_pure_bf16_deepspeed_plan_is_refused_naming_the_field(tmp_path):
-    from advisor.errors import InvalidInput
+    from advisor.core.errors import InvalidInput
 
     with pytest.raises(InvalidInput) as exc:
         emit_strategy({**JOB, "gpus": "8xA100", "master_weights": False}, "zero3", tmp_path, EmitOptions())

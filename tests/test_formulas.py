@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from advisor import activations, compute
-from advisor.communication import Collective, bytes_per_gpu, collective_time_s
-from advisor.hardware import ClusterOverrides, parse_cluster
-from advisor.model import preset
-from advisor.priors import Curve, default_priors
-from advisor.units import parse_count
-from advisor.workload import Workload, optimizer_step_bytes_per_param
+from advisor.core import activations, compute
+from advisor.core.communication import Collective, bytes_per_gpu, collective_time_s
+from advisor.core.hardware import ClusterOverrides, parse_cluster
+from advisor.core.model import preset
+from advisor.core.priors import Curve, default_priors
+from advisor.core.units import parse_count
+from advisor.core.workload import Workload, optimizer_step_bytes_per_param
 from tests.helpers import context, run
 
 LLAMA2_7B = 6_738_415_616
@@ -212,8 +212,8 @@ def test_attention_efficiency_is_per_architecture():
 def test_overlapped_collectives_cost_the_interference_fraction():
     """exposed = max(interference x comm, comm - overlap x window) per phase: FSDP on one node
     with a long compute window hides everything but the interference fraction."""
+    from advisor.core.timing import step_inputs, step_parts
     from advisor.strategies import get_strategy
-    from advisor.timing import step_inputs, step_parts
 
     ctx = context("8xA100", "llama-2-7b", micro_batch=8, act_ckpt="full")
     x = step_inputs(ctx, get_strategy("fsdp"))

@@ -20,7 +20,7 @@ import json
 
 import pytest
 
-from advisor.model import preset
+from advisor.core.model import preset
 from tests.helpers import run
 from tests.real.common import launch
 

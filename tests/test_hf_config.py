@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from advisor.errors import InvalidInput
-from advisor.hf_config import from_hf_config, load_hf_config
-from advisor.model import preset
+from advisor.core.errors import InvalidInput
+from advisor.core.hf_config import from_hf_config, load_hf_config
+from advisor.core.model import preset
 
 CONFIGS = Path(__file__).parent / "data" / "hf_configs"
 FIXTURES = ["llama-3-8b", "qwen2.5-7b", "gpt2", "falcon-7b", "mpt-7b"]

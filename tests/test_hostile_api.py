@@ -16,7 +16,8 @@ import httpx2
 import pytest
 from fastapi.testclient import TestClient
 
-from advisor import profile_store, profiles
+from advisor.profiles import store as profile_store
+from advisor.profiles import use as profiles
 from api import service
 from api.app import create_app
 from api.settings import Settings
@@ -194,7 +195,7 @@ def test_a_bad_stored_row_is_skipped_and_reported_never_raised(client, home):
     assert len(page["skipped"]) == 1 and "catalog_gpu" in page["skipped"][0]["reason"]
     r = client.post("/v1/estimate", json={"model": "llama-3-8b", "gpus": "8xH200"})
     assert r.status_code == 200 and any("'good'" in n for n in r.json()["cluster"]["notes"])
-    proc = subprocess.run([sys.executable, "-m", "advisor.cli", "profiles"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "advisor.cli.main", "profiles"], capture_output=True,
                           text=True, env={**os.environ, "ADVISOR_HOME": str(home)})
     assert proc.returncode == 0 and "skipped stored profile version" in proc.stderr
 
@@ -207,7 +208,7 @@ def test_cached_answers_follow_a_profile_imported_by_another_process(client, hom
     assert not any("calibrated" in n for n in before["cluster"]["notes"])
     path = tmp_path / "p.json"
     path.write_text(profiles.seal(synthetic()).model_dump_json())
-    proc = subprocess.run([sys.executable, "-m", "advisor.cli", "profiles", "import", str(path)],
+    proc = subprocess.run([sys.executable, "-m", "advisor.cli.main", "profiles", "import", str(path)],
                           capture_output=True, text=True,
                           env={**os.environ, "ADVISOR_HOME": str(home)})
     assert proc.returncode == 0, proc.stderr

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from advisor import profiles
-from advisor.emit import emit_strategy
-from advisor.errors import InvalidInput
-from advisor.plan import EmitOptions
-from advisor.text import markdown
+from advisor.core.errors import InvalidInput
+from advisor.core.text import markdown
+from advisor.emit.files import emit_strategy
+from advisor.emit.plan import EmitOptions
+from advisor.profiles import use as profiles
 from tests.test_profiles import synthetic
 
 CONFIG = json.loads((Path(__file__).parent / "data" / "hf_configs" / "llama-3-8b.json").read_text())

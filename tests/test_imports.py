@@ -13,7 +13,7 @@ HEAVY = ("torch", "deepspeed", "fastapi")
 
 CHILD = f"""
 import contextlib, io, json, sys
-from advisor.cli import main
+from advisor.cli.main import main
 with contextlib.redirect_stdout(io.StringIO()) as out:
     rc = main(["recommend", "--params", "13e9", "--gpus", "8xA100", "--json"])
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in {HEAVY!r})

@@ -214,7 +214,7 @@ def test_straddle_surplus_by_hand():
     [ln1 w, ln1 b, ...]. Total 124,439,808 -> partition 62,219,904 elements; rank 0 holds whole
     every tensor starting before 62,219,904 and rank 1 the one cut at that edge too, so the
     surplus is the largest of (rank's whole tensors - P/2)."""
-    from advisor.model import preset
+    from advisor.core.model import preset
 
     m = preset("gpt2")
     sizes = m.parameter_tensors()
@@ -233,7 +233,7 @@ def test_straddle_surplus_by_hand():
 
 def test_parameter_tensors_add_up_to_the_parameter_count():
     """The tensor list DeepSpeed partitions is the same model as the exact count."""
-    from advisor.model import model_presets
+    from advisor.core.model import model_presets
 
     for name, spec in model_presets().items():
         assert sum(spec.parameter_tensors()) == spec.shape_params, name
@@ -255,7 +255,7 @@ def test_an_fsdp_estimate_that_only_the_no_sync_buffer_breaks_names_the_fix():
 def test_straddle_surplus_matches_a_rank_by_rank_count(world):
     """straddle_surplus finds the largest rank at the points where tensor ranges begin or end;
     counting every rank's tensors one by one gives the same answer."""
-    from advisor.model import preset
+    from advisor.core.model import preset
 
     for name in ("gpt2", "llama-2-7b", "llama-3-70b"):
         model = preset(name)

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from advisor import profile_store, profiles
-from advisor.errors import AdvisorError, InvalidInput
-from advisor.priors import default_priors
+from advisor.core.errors import AdvisorError, InvalidInput
+from advisor.core.priors import default_priors
+from advisor.profiles import store as profile_store
+from advisor.profiles import use as profiles
 
 H200_BYTES = 150_754_820_096  # torch's total_memory for an H200 (140.4 GiB)
 
@@ -158,7 +159,8 @@ def test_a_tampered_row_is_skipped_and_reported_a_newer_store_schema_refused():
 
 WRITER = textwrap.dedent("""
     import sys
-    from advisor import profile_store, profiles
+    from advisor.profiles import store as profile_store
+    from advisor.profiles import use as profiles
     template = profiles.parse_profile(open(sys.argv[1]).read())
     for i in range(int(sys.argv[3])):
         version = profiles.save_profile(template.model_copy(update={"name": f"{sys.argv[2]}-{i}"}))
@@ -195,11 +197,12 @@ def test_two_concurrent_writers_lose_nothing(tmp_path):
 
 HALF_WRITER = textwrap.dedent("""
     import sys, time
-    from advisor import profile_store, profiles
+    from advisor.profiles import store as profile_store
+    from advisor.profiles import use as profiles
     template = profiles.parse_profile(open(sys.argv[1]).read())
     profiles.save_profile(template.model_copy(update={"name": "committed"}))
     body = template.model_copy(update={"name": "half"}).model_dump_json()
-    from advisor import profile_store
+    from advisor.profiles import store as profile_store
     with profile_store._transaction(write=True) as con:  # insert()'s transaction, held open
         con.execute("INSERT INTO profiles (name, fingerprint_key, catalog_gpu, created_at, body, "
                     "body_sha256) VALUES ('half', 'k', 'H200', 'now', ?, 'x')", (body,))

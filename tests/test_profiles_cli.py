@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from advisor import profiles
-from advisor.cli import main
+from advisor.cli.main import main
+from advisor.profiles import use as profiles
 from tests.test_profiles import synthetic
 
 

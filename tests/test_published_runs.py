@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.estimate import estimate
-from advisor.priors import default_priors
+from advisor.core.estimate import estimate
+from advisor.core.priors import default_priors
 from benchmarks.reference import REFERENCE, llm_foundry_cases
 
 pytestmark = pytest.mark.skipif(not (REFERENCE / "throughput.csv").exists(),

@@ -41,13 +41,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from advisor import activations
-from advisor.hardware import parse_cluster
-from advisor.plan import EmitOptions, ds_config, plain
-from advisor.priors import default_priors
+from advisor.core import activations
+from advisor.core.hardware import parse_cluster
+from advisor.core.priors import default_priors
+from advisor.core.workload import Workload
+from advisor.emit.plan import EmitOptions, ds_config, plain
 from advisor.strategies import get_strategy
 from advisor.strategies.base import Context, Strategy
-from advisor.workload import Workload
 from calibration.tiny_llama import TinyLlamaConfig, model_spec
 from tests.helpers import run
 from tests.real.common import MICRO_BATCH, SEQ_LEN, WORLD, launch

@@ -6,9 +6,9 @@ import csv
 
 import pytest
 
-from advisor.communication import Collective, collective_time_s
-from advisor.hardware import parse_cluster
-from advisor.priors import default_priors
+from advisor.core.communication import Collective, collective_time_s
+from advisor.core.hardware import parse_cluster
+from advisor.core.priors import default_priors
 from benchmarks.fit_priors import _bytes
 from benchmarks.reference import REFERENCE
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.errors import InvalidInput
-from advisor.inputs import RecommendRequest, validate_request
-from advisor.jobs import run_recommend
-from advisor.search import MICRO_BATCH_LADDER
+from advisor.core.errors import InvalidInput
+from advisor.core.workload import ACT_CKPTS
+from advisor.requests.jobs import run_recommend
+from advisor.requests.models import RecommendRequest, validate_request
+from advisor.search.ranking import MICRO_BATCH_LADDER
 from advisor.strategies import STRATEGY_NAMES
-from advisor.workload import ACT_CKPTS
 
 
 def rec(**fields):
@@ -137,7 +137,7 @@ def test_a_resident_plan_goes_ahead_of_an_offload_plan_it_ties_with():
 def test_prefer_resident_moves_only_a_tie():
     from dataclasses import replace
 
-    from advisor.search import prefer_resident
+    from advisor.search.ranking import prefer_resident
     from tests.helpers import run
 
     def at(name, tps):

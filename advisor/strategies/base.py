@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, Protocol
 
-from advisor.communication import Collective
-from advisor.hardware import Cluster
-from advisor.model import ModelSpec
-from advisor.priors import Priors
-from advisor.workload import ParamBytes, Workload, optimizer_state_bytes, param_bytes
+from advisor.core.communication import Collective
+from advisor.core.hardware import Cluster
+from advisor.core.model import ModelSpec
+from advisor.core.priors import Priors
+from advisor.core.workload import ParamBytes, Workload, optimizer_state_bytes, param_bytes
 
 Engine = Literal["ddp", "fsdp1", "fsdp2", "deepspeed"]
 Family = Literal["ddp", "deepspeed", "fsdp"]

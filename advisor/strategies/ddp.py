@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.communication import Collective
+from advisor.core.communication import Collective
+from advisor.core.units import MiB
 from advisor.strategies.base import Buffers, Context, Engine, HostWork, ModelStates
-from advisor.units import MiB
 
 DDP_BUCKET_BYTES = 25 * MiB  # bucket_cap_mb default
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from advisor.communication import Collective
-from advisor.errors import Infeasible
+from advisor.core.communication import Collective
+from advisor.core.errors import Infeasible
 from advisor.strategies.base import Buffers, Context, Engine, HostWork, ModelStates
 
 

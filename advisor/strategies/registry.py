@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from advisor.errors import InvalidInput
+from advisor.core.errors import InvalidInput
 from advisor.strategies.base import Strategy
 from advisor.strategies.ddp import DDP
 from advisor.strategies.fsdp import HSDP, FSDPFullShard, FSDPGradOp, FSDPOffload

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
 
-from advisor.communication import Collective
-from advisor.errors import Infeasible
-from advisor.model import ModelSpec
+from advisor.core.communication import Collective
+from advisor.core.errors import Infeasible
+from advisor.core.model import ModelSpec
 from advisor.strategies.base import Buffers, Context, Engine, HostWork, ModelStates
 
 FP32 = 4

@@ -13,9 +13,9 @@ from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException
 
-from advisor import profiles
-from advisor.errors import InvalidInput
-from advisor.hardware import gpu_catalog
+from advisor.core.errors import InvalidInput
+from advisor.core.hardware import gpu_catalog
+from advisor.profiles import use as profiles
 from api import service
 from api.auth import AUTH_ERRORS, Writer
 from api.routers.common import ERRORS

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from advisor.catalog import gpu_rows, model_rows
-from advisor.hardware import GPUSpec
+from advisor.cli.catalog import gpu_rows, model_rows
+from advisor.core.hardware import GPUSpec
 from api.schemas import ModelPreset
 
 router = APIRouter(prefix="/v1", tags=["catalog"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from advisor.results import Estimate
+from advisor.core.results import Estimate
 from api import service
 from api.routers.common import ERRORS, json_response
 from api.schemas import EstimateRequest

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from advisor.results import Recommendation
+from advisor.core.results import Recommendation
 from api import service
 from api.routers.common import ERRORS, json_response
 from api.schemas import RecommendRequest

@@ -10,10 +10,10 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.exceptions import HTTPException
 from starlette.templating import Jinja2Templates
 
-from advisor.catalog import gpu_rows, model_rows
-from advisor.emit import templates_dir
-from advisor.errors import AdvisorError, Infeasible, InvalidInput
-from advisor.workload import PRECISIONS
+from advisor.cli.catalog import gpu_rows, model_rows
+from advisor.core.errors import AdvisorError, Infeasible, InvalidInput
+from advisor.core.workload import PRECISIONS
+from advisor.emit.files import templates_dir
 from api import bundle, forms, service, views
 from api.schemas import ConfigsRequest
 

@@ -26,7 +26,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
-from advisor.model import preset
+from advisor.core.model import preset
 from calibration.tiny_llama import TinyLlama, config_from_spec, sample_batch
 
 

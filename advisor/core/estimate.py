@@ -1,0 +1,132 @@
+"""One estimate: a pure function of (cluster, model, workload, strategy, priors) -> Estimate."""
+
+from __future__ import annotations
+
+from advisor.core import compute
+from advisor.core.communication import bytes_per_gpu, group_shape
+from advisor.core.errors import Infeasible
+from advisor.core.hardware import Cluster
+from advisor.core.memory import does_not_fit, memory_breakdown
+from advisor.core.model import ModelSpec
+from advisor.core.priors import Priors
+from advisor.core.results import (
+    ClusterInfo,
+    CollectiveReport,
+    CommBytes,
+    Communication,
+    Estimate,
+    ModelInfo,
+    Settings,
+    StepTime,
+    Throughput,
+)
+from advisor.core.timing import StepInputs, combine, step_inputs
+from advisor.core.units import gib_text
+from advisor.core.workload import Workload
+from advisor.strategies.base import Context, Strategy
+
+
+def cluster_info(cluster: Cluster) -> ClusterInfo:
+    return ClusterInfo(spec=cluster.spec, gpu=cluster.gpu.name, num_gpus=cluster.num_gpus,
+                       nodes=cluster.nodes, gpus_per_node=cluster.gpus_per_node,
+                       gpu_memory_bytes=cluster.gpu_memory_bytes,
+                       intra_node_link=cluster.gpu.intra_node_link,
+                       inter_node_bytes_per_s=cluster.inter_node_bytes_per_s,
+                       notes=list(cluster.notes))
+
+
+def model_info(model: ModelSpec) -> ModelInfo:
+    return ModelInfo(name=model.name, params=model.params, layers=model.layers,
+                     hidden=model.hidden, heads=model.heads, kv_heads=model.kv_heads,
+                     ffn=model.ffn, vocab=model.vocab, gated_mlp=model.gated_mlp,
+                     tied_embeddings=model.tied_embeddings, inferred=model.inferred,
+                     decoder_layer_class=model.decoder_layer_class, source=model.source)
+
+
+def settings(ctx: Context, strategy: Strategy) -> Settings:
+    w = ctx.workload
+    return Settings(micro_batch=w.micro_batch, grad_accum=w.grad_accum,
+                    global_batch_tokens=w.tokens_per_step(ctx.world), seq_len=w.seq_len,
+                    act_ckpt=w.act_ckpt, precision=w.precision, master_weights=w.master_weights,
+                    optimizer=w.optimizer,
+                    flash_attention=w.flash_attention, compile=w.compile,
+                    sync_each_micro_batch=w.sync_each_micro_batch, fused_loss=w.fused_loss,
+                    fsdp_version=strategy.fsdp_version, offload=strategy.offload)
+
+
+def _communication(ctx: Context, inputs: StepInputs) -> Communication:
+    """Bytes by tier and time per collective, from the step's already-timed collectives."""
+    ga = ctx.workload.grad_accum
+    reports, intra, inter = [], 0.0, 0.0
+    for c, seconds in inputs.collectives:
+        count = ga if c.per_micro_batch else 1
+        tiers = bytes_per_gpu(c.op, c.span, c.buffer_bytes, ctx.cluster)
+        per_node, nodes = group_shape(c.span, ctx.cluster)
+        reports.append(CollectiveReport(
+            what=c.what, op=c.op, phase=c.phase, span=c.span, group_size=per_node * nodes,
+            count_per_step=count, buffer_bytes=c.buffer_bytes,
+            intra_node_bytes=count * tiers.intra_node, inter_node_bytes=count * tiers.inter_node,
+            time_s=count * seconds))
+        intra += count * tiers.intra_node
+        inter += count * tiers.inter_node
+    host = inputs.host
+    return Communication(
+        per_gpu_bytes_per_step=CommBytes(total=intra + inter, intra_node=intra, inter_node=inter),
+        collectives=reports,
+        pcie_bytes_per_step=host.pcie_overlappable_bytes + host.pcie_exposed_bytes,
+        nvme_bytes_per_step=host.nvme_bytes, time_s=inputs.comm_total_s)
+
+
+def _sync_fix(ctx: Context, strategy: Strategy) -> str | None:
+    """For an FSDP plan that accumulates with the sync skipped and does not fit: syncing every
+    micro-batch, when that alone makes it fit (the unsharded gradient buffer goes)."""
+    w = ctx.workload
+    if strategy.family != "fsdp" or w.grad_accum == 1 or w.sync_each_micro_batch:
+        return None
+    synced = Context(ctx.cluster, ctx.model, w.model_copy(update={"sync_each_micro_batch": True}),
+                     ctx.priors)
+    memory = memory_breakdown(synced, strategy)
+    if does_not_fit(memory, ctx.priors.offload.host_ram_usable_fraction) is not None:
+        return None
+    return (f"reduce gradients every micro-batch (--sync-each-micro-batch, Accelerate's "
+            f"sync_each_batch): no unsharded gradient buffer, {gib_text(memory.per_gpu_bytes.total)} "
+            "per GPU")
+
+
+def estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: Strategy,
+             priors: Priors, tokens_to_train: float | None = None) -> Estimate:
+    """Memory, communication, step time (with its low/high range) and throughput of one plan,
+    fitting or not."""
+    ctx = Context(cluster=cluster, model=model, workload=workload, priors=priors)
+    base = dict(strategy=strategy.name, engine=strategy.engine, settings=settings(ctx, strategy),
+                cluster=cluster_info(cluster), model=model_info(model))
+    try:
+        strategy.check(ctx)
+        cluster.gpu.peak_flops(workload.precision)
+    except Infeasible as exc:
+        return Estimate(fits=False, reason=exc.reason, fix=exc.fix, memory=None,
+                        communication=None, time=None, throughput=None, **base)
+    memory = memory_breakdown(ctx, strategy)
+    inputs = step_inputs(ctx, strategy)
+    parts = combine(inputs)
+    sigma_compute = 1 + priors.uncertainty["compute_efficiency"]
+    sigma_comm = 1 + priors.uncertainty["collective_efficiency"]
+    low = combine(inputs, sigma_compute, sigma_comm)
+    high = combine(inputs, 1 / sigma_compute, 1 / sigma_comm)
+    time = StepTime(step_s=parts.step_s, compute_s=parts.compute_s, framework_s=parts.framework_s,
+                    exposed_comm_s=parts.exposed_comm_s, optimizer_s=parts.optimizer_s,
+                    offload_s=parts.offload_s, low_s=low.step_s, high_s=high.step_s)
+    tokens_per_step = workload.tokens_per_step(cluster.num_gpus)
+    tps_gpu = tokens_per_step / parts.step_s / cluster.num_gpus
+    peak = cluster.gpu.peak_flops(workload.precision)
+    throughput = Throughput(
+        tokens_per_step=tokens_per_step, tokens_per_s_per_gpu=tps_gpu,
+        mfu=model.mfu_flops_per_token(workload.seq_len) * tps_gpu / peak,
+        hfu=compute.hardware_flops_per_token(ctx) * tps_gpu / peak,
+        time_to_train_s=(tokens_to_train / (tps_gpu * cluster.num_gpus)
+                         if tokens_to_train else None))
+    reason = does_not_fit(memory, priors.offload.host_ram_usable_fraction)
+    fix = _sync_fix(ctx, strategy) if reason else None
+    return Estimate(fits=reason is None, reason=reason, fix=fix, memory=memory,
+                    communication=_communication(ctx, inputs),
+                    time=time, throughput=throughput, **base)

@@ -1,0 +1,293 @@
+"""Plan -> files: accelerate_config.yaml, ds_config.json (DeepSpeed), launch.sh and PLAN.md,
+rendered from templates/ and written atomically into the --out folder.
+
+Templates: jinja2 with StrictUndefined. The YAML is `yaml.safe_dump` of the plan's values, line by
+line, with the template adding a comment line above each value the advisor decided; the JSON is
+`json.dumps`. templates/ sits at the repository top level (DESIGN.md's layout) and is found next to
+this package (a checkout, the editable install) or, installed from a wheel, as the package
+`advisor_templates` that pyproject.toml maps it to (`templates_dir`).
+
+Writing: every file is rendered first, then written into a temporary folder beside --out and moved
+into place, so an error leaves --out as it was. An existing --out is replaced only when it is empty
+or holds a plan this module wrote (its PLAN.md starts with PLAN_MARKER).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shlex
+import shutil
+import tempfile
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+import jinja2
+import yaml
+
+from advisor.core.errors import Infeasible, InvalidInput
+from advisor.core.model import ModelSpec
+from advisor.core.results import Estimate, Recommendation
+from advisor.core.text import MAX_PATH_CHARS, check_text, markdown, one_line
+from advisor.core.units import GB, GiB, duration_text
+from advisor.emit.plan import (
+    ACCELERATE_PRECISION,
+    EmitOptions,
+    Plan,
+    Tree,
+    accelerate_config,
+    ds_config,
+    plain,
+    reasons,
+)
+
+
+def templates_dir() -> Path:
+    """templates/: beside the checkout (a clone, the editable install), or shipped inside the
+    wheel as the package `advisor_templates` (pyproject.toml)."""
+    source = Path(__file__).resolve().parents[1] / "templates"
+    if source.is_dir():
+        return source
+    spec = importlib.util.find_spec("advisor_templates")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    raise FileNotFoundError(f"templates not found at {source} nor as the package advisor_templates")
+
+
+PLAN_MARKER = "<!-- written by advisor: this folder is replaced when a plan is emitted again -->"
+MEMORY_PARTS = ("params", "grads", "optimizer", "activations", "logits", "buffers", "overhead")
+
+
+@cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    env.filters |= {"gib": lambda b: f"{b / GiB:.1f}", "gb": lambda b: f"{b / GB:.2f}",
+                    "ms": lambda s: f"{1e3 * s:.0f}", "pct": lambda f: f"{100 * f:.1f}%",
+                    "duration": duration_text, "sh": shlex.quote, "json": json.dumps,
+                    "md": markdown, "comment": one_line}
+    return env
+
+
+def yaml_text(tree: Tree, title: str) -> str:
+    """accelerate_config.yaml: safe_dump's lines, each decided value preceded by its reason."""
+    why = {path: text for path, _, text in reasons(tree)}
+    dumped = yaml.safe_dump(plain(tree), sort_keys=False, default_flow_style=False, width=1000)
+    lines, stack = [], []
+    for text in dumped.splitlines():
+        indent = len(text) - len(text.lstrip(" "))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, text.strip().split(":", 1)[0]))
+        path = ".".join(key for _, key in stack)
+        lines.append({"indent": " " * indent, "why": why.get(path, ""), "text": text})
+    return environment().get_template("accelerate_config.yaml.j2").render(title=title, lines=lines)
+
+
+def _title(e: Estimate) -> str:
+    c = e.cluster
+    return f"{e.strategy} for {e.model.name} on {c.spec} ({c.nodes} x {c.gpus_per_node} {c.gpu})"
+
+
+def script_notes(e: Estimate, deepspeed: Tree | None) -> list[str]:
+    """What the training script must do for this plan, beyond `accelerator.prepare`."""
+    notes = []
+    if deepspeed and "optimizer" in deepspeed:
+        notes.append("ds_config.json names the optimizer, so create it with "
+                     "`accelerate.utils.DummyOptim(model.parameters(), lr=..., weight_decay=...)`; "
+                     "DeepSpeed then runs its CPU Adam on the offloaded state")
+    if e.settings.act_ckpt == "full" and e.engine in ("ddp", "deepspeed"):
+        notes.append("enable full activation checkpointing in the model: "
+                     "`model.gradient_checkpointing_enable()` for transformers models")
+    if e.settings.act_ckpt == "selective":
+        notes.append("selective activation checkpointing (recompute norms, activations and attention "
+                     "internals, keep matmul outputs) is applied in the model code, e.g. torch's "
+                     "`create_selective_checkpoint_contexts` policy; Accelerate has no switch for it")
+    if not e.settings.master_weights and e.settings.precision != "fp32":
+        notes.append(f"the estimate keeps no fp32 copies: load the model in {e.settings.precision} "
+                     f"(`torch_dtype=torch.{'bfloat16' if e.settings.precision == 'bf16' else 'float16'}`)"
+                     " and train without mixed precision (mixed_precision: no)")
+    if e.settings.sync_each_micro_batch and e.settings.grad_accum > 1:
+        notes.append("the estimate reduces gradients every micro-batch: create the Accelerator with "
+                     "`gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps="
+                     f"{e.settings.grad_accum}, sync_each_batch=True)`")
+    if e.settings.fused_loss:
+        notes.append("the estimate assumes a fused cross-entropy that keeps no fp32 copy of the "
+                     "logits, e.g. flash-attn's `CrossEntropyLoss` or Liger Kernel's")
+    if e.settings.flash_attention:
+        notes.append("the estimate assumes flash attention: load the model with "
+                     "`attn_implementation=\"flash_attention_2\"` or `\"sdpa\"`")
+    return notes
+
+
+def check_emittable(est: Estimate, options: EmitOptions) -> None:
+    """Raise InvalidInput, naming the field, for a plan that cannot become runnable files."""
+    if est.memory is None:
+        raise InvalidInput("strategy", f"{est.strategy} cannot run on {est.cluster.spec}: {est.reason}",
+                           est.fix)
+    if not est.fits:
+        raise InvalidInput("strategy", f"{est.strategy} does not fit on {est.cluster.spec}: "
+                           f"{est.reason}", est.fix)
+    if est.settings.offload == "nvme" and not options.nvme_path:
+        raise InvalidInput("nvme_path", f"{est.strategy} swaps parameters and optimizer state to "
+                           "NVMe and needs a directory on a local NVMe drive",
+                           "--nvme-path /local_nvme (the same path on every node)")
+    if est.settings.precision not in ACCELERATE_PRECISION:
+        raise InvalidInput("precision", f"emit writes no {est.settings.precision} recipe yet "
+                           "(fp8 needs Transformer Engine / torchao settings)", "bf16, fp16, fp32")
+
+
+def build_plan(e: Estimate, model: ModelSpec, options: EmitOptions, why: list[str],
+               notes: list[str], folder: Path) -> Plan:
+    """The plan for estimate `e`, to be written into `folder` (absolute, final location)."""
+    check_emittable(e, options)
+    ds = ds_config(e, model, options) if e.engine == "deepspeed" else None
+    ds_path = str(folder / "ds_config.json") if ds else None
+    acc = accelerate_config(e, model, options, ds_path)
+    notes = list(dict.fromkeys([*notes, *e.cluster.notes, *e.notes]))  # in order, once each
+    return Plan(estimate=e, accelerate=acc, deepspeed=ds, why=why, script=script_notes(e, ds),
+                notes=notes)
+
+
+def render(plan: Plan, alternatives: list[tuple[str, Plan]]) -> dict[str, str]:
+    """File name -> text for one plan folder."""
+    e, env = plan.estimate, environment()
+    files = {"accelerate_config.yaml": yaml_text(plan.accelerate, _title(e))}
+    if plan.deepspeed is not None:
+        files["ds_config.json"] = json.dumps(plain(plan.deepspeed), indent=2) + "\n"
+    c = e.cluster
+    files["launch.sh"] = env.get_template("launch.sh.j2").render(
+        title=_title(e), nodes=c.nodes, gpus_per_node=c.gpus_per_node, deepspeed=plan.deepspeed is not None,
+        port=plan.accelerate["main_process_port"].value)
+    m = e.memory
+    files["PLAN.md"] = env.get_template("PLAN.md.j2").render(
+        marker=PLAN_MARKER, title=_title(e), e=e, plan=plan, files=sorted(files) + ["PLAN.md"],
+        memory=[(p, getattr(m.per_gpu_bytes, p)) for p in MEMORY_PARTS],
+        yaml_reasons=reasons(plan.accelerate),
+        json_reasons=reasons(plan.deepspeed) if plan.deepspeed else [],
+        alternatives=[(path, alt.estimate) for path, alt in alternatives])
+    return files
+
+
+def check_out(out: str | Path) -> Path:
+    """The --out folder, resolved, if a plan can be written there: a printable, non-empty path
+    whose nearest existing ancestor is a directory. InvalidInput("out", ...) otherwise."""
+    text = check_text(str(out), "out", MAX_PATH_CHARS)
+    root = Path(text).expanduser().resolve()
+    _folder_ok(root)
+    ancestor = root.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise InvalidInput("out", f"{ancestor} is a file, so {text} cannot be a folder",
+                           "a path whose parents are folders")
+    return root
+
+
+def _folder_ok(out: Path) -> None:
+    try:
+        if out.exists() and not out.is_dir():
+            raise InvalidInput("out", f"{out} is a file", "a new folder, or one advisor wrote")
+        if out.is_dir() and any(out.iterdir()):
+            plan_md = out / "PLAN.md"
+            if not (plan_md.is_file() and plan_md.read_text(errors="replace").startswith(PLAN_MARKER)):
+                raise InvalidInput("out", f"{out} holds files that advisor did not write",
+                                   "a new or empty folder, or one advisor wrote")
+    except OSError as exc:
+        raise InvalidInput("out", f"cannot use {out}: {exc.strerror or exc}",
+                           "a folder you can write") from None
+
+
+def write_folder(out: Path, files: dict[str, str]) -> None:
+    """Write `files` (relative path -> text) as folder `out`, all or nothing; a folder that
+    cannot be written (permissions, a read-only or pseudo file system) is InvalidInput("out")."""
+    _folder_ok(out)
+    try:
+        _write_folder(out, files)
+    except OSError as exc:
+        raise InvalidInput("out", f"cannot write {out}: {exc.strerror or exc}",
+                           "a folder you can write") from None
+
+
+def _write_folder(out: Path, files: dict[str, str]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        tmp.chmod(0o755)  # mkdtemp makes it private; the plan is meant to be shared
+        for rel, text in files.items():
+            path = tmp / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            if path.suffix == ".sh":
+                path.chmod(0o755)
+        if out.exists():
+            old = tmp.with_name(tmp.name + ".old")
+            out.rename(old)
+            try:
+                tmp.rename(out)
+            except BaseException:
+                old.rename(out)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def alternative_folder(rank: int, e: Estimate) -> str:
+    return f"alternatives/{rank}-{e.strategy}"
+
+
+def write_plans(out: str | Path, chosen: Estimate, model: ModelSpec, options: EmitOptions,
+                why: list[str], notes: list[str], alternatives: Sequence[Estimate] = ()) -> list[Plan]:
+    """Render the chosen plan into `out` and each alternative into out/alternatives/<rank>-<name>/."""
+    root = check_out(out)
+    alts = [(alternative_folder(i, a),
+             build_plan(a, model, options, [], notes, root / alternative_folder(i, a)))
+            for i, a in enumerate(alternatives, 2)]
+    top = build_plan(chosen, model, options, why, notes, root)
+    files = render(top, alts)
+    for folder, alt in alts:
+        files |= {f"{folder}/{name}": text for name, text in render(alt, []).items()}
+    write_folder(root, files)
+    return [top] + [alt for _, alt in alts]
+
+
+def write_recommendation(rec: Recommendation, model: ModelSpec, out: str | Path, alternatives: int,
+                         options: EmitOptions) -> list[Plan]:
+    """Files for the recommended plan and the next `alternatives` fitting ones."""
+    if alternatives < 0:
+        raise InvalidInput("alternatives", f"{alternatives} is negative", ">= 0")
+    if rec.chosen is None:
+        raise Infeasible("no plan fits, so there is nothing to write: " + " ".join(rec.summary))
+    fitting = [e for e in rec.estimates if e.fits]
+    misfits = [f"Not {e.strategy}: {e.reason}" + (f"; fix: {e.fix}" if e.fix else "")
+               for e in rec.estimates if not e.fits]
+    return write_plans(out, fitting[0], model, options, [*rec.summary, rec.rule_of_thumb, *misfits],
+                       rec.notes, fitting[1:1 + alternatives])
+
+
+def emit_strategy(data: dict, strategy: str, out: str | Path, options: EmitOptions) -> list[Plan]:
+    """`advisor emit`: the job in `data` (request fields) under one strategy, at the best
+    micro-batch and checkpointing the search finds for it (or those given), written to `out`."""
+    from advisor.requests.jobs import run_recommend
+    from advisor.requests.models import RecommendRequest, validate_request
+    from advisor.strategies import get_strategy
+
+    get_strategy(strategy)  # InvalidInput naming `strategy` for an unknown name
+    rec, model = run_recommend(validate_request(RecommendRequest, {**data, "strategies": [strategy]}))
+    return write_plans(out, rec.estimates[0], model, options, rec.summary, rec.notes)
+
+
+def summary_line(plan: Plan, out: str | Path) -> str:
+    """One line for the terminal: where the files went and what they hold."""
+    e, s = plan.estimate, plan.estimate.settings
+    names = ["accelerate_config.yaml"] + (["ds_config.json"] if plan.deepspeed else []) + [
+        "launch.sh", "PLAN.md"]
+    return (f"wrote {out}: {e.strategy}, micro-batch {s.micro_batch} x grad-accum {s.grad_accum}, "
+            f"ckpt {s.act_ckpt}, {e.memory.per_gpu_bytes.total / GiB:.1f} GiB/GPU, "
+            f"{e.throughput.tokens_per_s_per_gpu:,.0f} tokens/s/GPU ({', '.join(names)})")
