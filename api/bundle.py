@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException
 
 from advisor.core.errors import Infeasible
 from advisor.core.results import Estimate, Recommendation
-from advisor.requests.models import resolve_model
+from advisor.requests.resolve import resolve_model
 from api import service
 from api.schemas import ConfigsRequest, RecommendRequest
 
@@ -43,8 +43,8 @@ def choose_plan(req: ConfigsRequest) -> tuple[Estimate, Recommendation]:
 def plan_files(req: ConfigsRequest) -> dict[str, str]:
     """File name -> text, as `advisor emit` would write them."""
     try:
+        from advisor.emit.choices import EmitOptions
         from advisor.emit.files import build_plan, render
-        from advisor.emit.plan import EmitOptions
     except ImportError:
         raise HTTPException(501, "config emission is not available in this build "
                                  "(advisor.emit.files cannot be imported)") from None

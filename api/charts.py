@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from advisor.core.results import Estimate
+from advisor.core.results import Estimate, InfeasiblePlan
 from advisor.core.units import GiB
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
@@ -80,9 +80,9 @@ def _ticks(axis_max: float, scale: float, fmt: str) -> list[Tick]:
     return [Tick(x=LABEL_W + i * step * scale, text=format(i * step, fmt)) for i in range(count + 1)]
 
 
-def memory_chart(estimates: list[Estimate], chosen: str | None) -> Chart | None:
+def memory_chart(estimates: list[Estimate | InfeasiblePlan], chosen: str | None) -> Chart | None:
     """Per-GPU memory by component for each strategy, against the GPU's capacity."""
-    with_memory = [e for e in estimates if e.memory is not None]
+    with_memory = [e for e in estimates if isinstance(e, Estimate)]
     if not with_memory:
         return None
     capacity = with_memory[0].memory.capacity_bytes / GiB
@@ -92,7 +92,7 @@ def memory_chart(estimates: list[Estimate], chosen: str | None) -> Chart | None:
     rows = []
     for i, e in enumerate(estimates):
         y = TOP + i * ROW_H
-        if e.memory is None:
+        if isinstance(e, InfeasiblePlan):
             rows.append(Row(y=y, label=e.strategy, segments=[], value_text="", value_x=0,
                             note=f"cannot run: {e.reason}"))
             continue
@@ -115,9 +115,9 @@ def memory_chart(estimates: list[Estimate], chosen: str | None) -> Chart | None:
                  line_text=f"capacity {capacity:g} GiB")
 
 
-def throughput_chart(estimates: list[Estimate], chosen: str | None) -> Chart | None:
+def throughput_chart(estimates: list[Estimate | InfeasiblePlan], chosen: str | None) -> Chart | None:
     """Predicted tokens/s/GPU of each strategy that fits."""
-    fitting = [e for e in estimates if e.fits and e.throughput is not None]
+    fitting = [e for e in estimates if isinstance(e, Estimate) and e.fits]
     if not fitting:
         return None
     top = max(e.throughput.tokens_per_s_per_gpu for e in fitting) * 1.08
@@ -125,9 +125,9 @@ def throughput_chart(estimates: list[Estimate], chosen: str | None) -> Chart | N
     rows = []
     for i, e in enumerate(estimates):
         y = TOP + i * ROW_H
-        if not (e.fits and e.throughput):
+        if not isinstance(e, Estimate) or not e.fits:
             rows.append(Row(y=y, label=e.strategy, segments=[], value_text="", value_x=0,
-                            note="does not fit" if e.memory is not None else "cannot run"))
+                            note="does not fit" if isinstance(e, Estimate) else "cannot run"))
             continue
         tps = e.throughput.tokens_per_s_per_gpu
         color = "#D55E00" if e.strategy == chosen else "#0072B2"

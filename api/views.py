@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from advisor.core.results import Estimate, Recommendation
+from advisor.core.results import Estimate, InfeasiblePlan, Recommendation
 from advisor.core.units import GB, GiB, duration_text
 from api import charts
 
@@ -28,12 +28,13 @@ class TableRow:
     fix: str | None
 
 
-def table_row(rank: int, e: Estimate, chosen: str | None) -> TableRow:
-    s = e.settings
+def table_row(rank: int, e: Estimate | InfeasiblePlan, chosen: str | None) -> TableRow:
+    s = e.workload
+    offload = e.offload if isinstance(e, Estimate) else "none"
     base = dict(rank=rank, strategy=e.strategy, engine=e.engine, fits=e.fits,
                 chosen=e.strategy == chosen, reason=e.reason, fix=e.fix,
-                plan=f"{s.micro_batch} × {s.grad_accum}, ckpt {s.act_ckpt}, offload {s.offload}")
-    if e.memory is None:
+                plan=f"{s.micro_batch} × {s.grad_accum}, ckpt {s.act_ckpt}, offload {offload}")
+    if isinstance(e, InfeasiblePlan):
         return TableRow(**base, memory="–", comm="–", step="–", tokens_per_s="–", mfu="–",
                         time_to_train="–")
     return TableRow(

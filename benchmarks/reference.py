@@ -12,11 +12,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from advisor.core.context import Context
 from advisor.core.hardware import Cluster, parse_cluster
 from advisor.core.model import ModelSpec, preset
+from advisor.core.protocol import Strategy, make_context
 from advisor.core.workload import Workload
 from advisor.strategies import get_strategy
-from advisor.strategies.base import Context, Strategy
 
 # ../shared/reference beside the checkout (CI lays shared/ beside its clone too).
 REFERENCE = Path(os.environ.get("ADVISOR_REFERENCE",
@@ -37,7 +38,7 @@ class Case:
     note: str = ""
 
     def context(self, priors) -> Context:
-        return Context(cluster=self.cluster, model=self.model, workload=self.workload, priors=priors)
+        return make_context(self.cluster, self.model, self.workload, priors, self.strategy)
 
     @property
     def gpu(self) -> str:

@@ -29,8 +29,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from advisor.profiles.validation import runnable_strategies
 from calibration import probes
-from calibration.strategy_runs import STRATEGIES, RunConfig, run_all
+from calibration.strategy_runs import RunConfig, run_all
 from calibration.tiny_llama import TinyLlamaConfig
 
 GPU_MODEL = {"hidden": 2048, "heads": 16, "kv_heads": 8, "ffn": 5632, "vocab": 32000}
@@ -201,7 +202,8 @@ def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     device, context = _setup()
     cfg = run_config(args, device)
-    strategies = [s.strip() for s in args.strategies.split(",")] if args.strategies else list(STRATEGIES)
+    strategies = ([s.strip() for s in args.strategies.split(",")] if args.strategies
+                  else list(runnable_strategies()))
     weights = {"gemm": 2, "attention": 1, "memory": 1, "collectives": 3, "host<->device": 1,
                "cpu adam": 2, "nvme": 1, "strategy runs": 2 * len(strategies) + 1, "fit": 1}
     progress = Progress(weights if args.command == "run" else {"strategy runs": 1})
@@ -233,7 +235,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--nvme-path", help="directory on the NVMe to benchmark (offload to NVMe)")
     p.add_argument("--ds-cpu-adam", action="store_true",
                    help="also time DeepSpeed's CPU Adam (may JIT-build its C++ op once: minutes)")
-    p.add_argument("--strategies", help=f"comma-separated subset of {','.join(STRATEGIES)}")
+    p.add_argument("--strategies", help="comma-separated subset of the runnable strategies (default: all of "
+                   "advisor.profiles.validation.runnable_strategies())")
     p.add_argument("--model", help="advisor model preset whose layer shape the runs use")
     for flag in ("hidden", "heads", "kv-heads", "ffn", "vocab", "layers", "seq-len", "micro-batch",
                  "steps"):

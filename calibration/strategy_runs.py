@@ -33,12 +33,9 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.distributed as dist
 
-from advisor.profiles.validation import RUNNABLE_STRATEGIES
-from advisor.strategies.zero import DeepSpeedBuckets
+from advisor.core.engines import DdpConfig, FsdpConfig, ZeroConfig
+from advisor.profiles.validation import engine_config_of
 from calibration.tiny_llama import TinyLlama, TinyLlamaConfig, model_spec, sample_batch
-
-STRATEGIES = RUNNABLE_STRATEGIES
-_ZERO_STAGE = {"zero1": 1, "zero2": 2, "zero2-offload": 2, "zero3": 3}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,19 +57,22 @@ class _Engine:
         torch.manual_seed(0)
         self.name, self.cfg, self.device = name, cfg, device
         self.module = TinyLlama(cfg.model)
-        if name == "ddp":
-            self._ddp()
-        elif name == "fsdp":
+        # What the advisor's strategy asks its engine to do (advisor/core/engines.py).
+        self.config = engine_config_of(name, model_spec(cfg.model), dist.get_world_size())
+        if isinstance(self.config, DdpConfig):
+            self._ddp(self.config)
+        elif isinstance(self.config, FsdpConfig):
             self._fsdp()
-        else:
-            self._deepspeed(_ZERO_STAGE[name], offload=name.endswith("offload"))
+        elif isinstance(self.config, ZeroConfig):
+            self._deepspeed(self.config)
 
-    def _ddp(self) -> None:
+    def _ddp(self, config: DdpConfig) -> None:
         from torch.nn.parallel import DistributedDataParallel
 
         self.module.to(self.device)
         ids = [self.device.index] if self.device.type == "cuda" else None
-        self.wrapped = DistributedDataParallel(self.module, device_ids=ids)
+        self.wrapped = DistributedDataParallel(self.module, device_ids=ids,
+                                               bucket_cap_mb=config.bucket_cap_bytes / 2**20)
         self.optimizer = torch.optim.AdamW(self.module.parameters(), lr=1e-4)
 
     def _fsdp(self) -> None:
@@ -85,20 +85,20 @@ class _Engine:
         self.wrapped = fully_shard(self.module, mp_policy=mp)
         self.optimizer = torch.optim.AdamW(self.module.parameters(), lr=1e-4)
 
-    def _deepspeed(self, stage: int, offload: bool) -> None:
+    def _deepspeed(self, config: ZeroConfig) -> None:
         if self.device.type == "cpu":  # CPU mode: no shared-memory C++ op build (minutes)
             import deepspeed.comm.torch  # noqa: F401 - load the module to patch it
 
             sys.modules["deepspeed.comm.torch"].build_shm_op = lambda *a, **k: None
         import deepspeed
 
-        b = DeepSpeedBuckets.for_model(model_spec(self.cfg.model))
-        zero = {"stage": stage, "reduce_bucket_size": b.reduce_bucket_size,
+        b = config.buckets
+        zero = {"stage": config.stage, "reduce_bucket_size": b.reduce_bucket_size,
                 "allgather_bucket_size": b.allgather_bucket_size, "overlap_comm": True}
-        if stage == 3:
+        if config.stage == 3:
             zero |= {"stage3_prefetch_bucket_size": b.stage3_prefetch_bucket_size,
                      "stage3_param_persistence_threshold": b.stage3_param_persistence_threshold}
-        if offload:
+        if config.offload_optimizer == "cpu":
             zero["offload_optimizer"] = {"device": "cpu", "pin_memory": self.device.type == "cuda"}
         config = {"train_micro_batch_size_per_gpu": self.cfg.micro_batch,
                   "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
@@ -111,7 +111,7 @@ class _Engine:
     def step(self, ids: torch.Tensor, labels: torch.Tensor) -> None:
         """One optimizer step, as HF Trainer runs it: outputs dropped before backward,
         zero_grad(set_to_none=True) after the step."""
-        if self.name in _ZERO_STAGE:
+        if isinstance(self.config, ZeroConfig):
             loss, _ = self.wrapped(ids, labels)
             self.wrapped.backward(loss)
             self.wrapped.step()

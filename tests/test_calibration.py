@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 
 from advisor.core import compute
+from advisor.core.context import Context
 from advisor.core.estimate import estimate
+from advisor.core.layout import ParallelLayout
 from advisor.profiles import fit
 from advisor.profiles import standin as device
 from advisor.profiles.use import apply_overrides, architecture_of, get_profile, list_profiles, missing_terms
 from advisor.profiles.validation import CPU_MEMORY_TOLERANCE, Row, priors_pair
 from advisor.strategies import get_strategy
-from advisor.strategies.base import Context
 
 QUICK_BUDGET_S = 60  # the bound for `calibrate --quick`; CPU mode takes ~25 s here
 
@@ -69,7 +70,8 @@ def _ctx(profile, priors) -> Context:
     runs = profile.measurements["runs"]
     cluster = device.profile_cluster(None, profile.device_spec, runs["world"], 1)
     return Context(cluster=cluster, model=device.run_model_spec(runs["model"]),
-                   workload=device.run_workload(runs), priors=priors)
+                   workload=device.run_workload(runs), priors=priors,
+                   layout=ParallelLayout.shard(cluster.num_gpus))  # compute only: any layout
 
 
 @pytest.mark.slow
@@ -82,9 +84,9 @@ def test_profile_changes_compute_collectives_and_overheads(profile):
     arch = architecture_of(profile)
     ratio = before.attention_efficiency[arch]
     a_gemm = _ctx(profile, apply_overrides(after, {"attention_efficiency": {arch: ratio}}, "t"))
-    assert compute.efficiency(a_gemm) != compute.efficiency(b)
+    assert compute.dense_efficiency(a_gemm) != compute.dense_efficiency(b)
     assert compute.micro_batch_time(a_gemm).forward_s / compute.micro_batch_time(b).forward_s == \
-        pytest.approx(compute.efficiency(b) / compute.efficiency(a_gemm))
+        pytest.approx(compute.dense_efficiency(b) / compute.dense_efficiency(a_gemm))
     fitted = profile.overrides["attention_efficiency"][arch]
     assert after.attention_efficiency[arch] == fitted != ratio
     assert a.priors.collective.intra_efficiency == profile.overrides["collective"]["intra_efficiency"]

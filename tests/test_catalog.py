@@ -234,7 +234,7 @@ def test_a_t4_request_defaults_to_fp16_with_a_note():
     from advisor.requests.models import EstimateRequest
 
     est = run_estimate(EstimateRequest(params=1e9, gpus="4xT4", strategy="zero2", seq_len=1024))
-    assert est.settings.precision == "fp16"
+    assert est.workload.precision == "fp16"
     assert any("T4 has no bf16" in note for note in est.cluster.notes)
 
 

@@ -139,7 +139,7 @@ def test_estimate_json_has_every_figure(request, fixture, strategy, params):
 
 def test_estimate_zero3_micro_batch_8_does_not_fit_80gb_and_says_why(est_zero3):
     assert est_zero3["cluster"]["gpu"] == "A100-80GB" and est_zero3["cluster"]["num_gpus"] == 4
-    assert est_zero3["settings"]["micro_batch"] == 8 and est_zero3["settings"]["act_ckpt"] == "none"
+    assert est_zero3["workload"]["micro_batch"] == 8 and est_zero3["workload"]["act_ckpt"] == "none"
     total = est_zero3["memory"]["per_gpu_bytes"]["total"]
     assert total > est_zero3["memory"]["usable_bytes"]
     assert est_zero3["fits"] is False and "GiB" in est_zero3["reason"]
@@ -149,7 +149,7 @@ def test_estimate_fsdp_on_64_h100_fits_with_the_asked_settings(est_fsdp_shape):
     est = est_fsdp_shape
     assert est["fits"] is True and est["reason"] is None
     assert (est["cluster"]["num_gpus"], est["cluster"]["nodes"]) == (64, 8)
-    assert est["settings"]["act_ckpt"] == "full" and est["settings"]["seq_len"] == 8192
+    assert est["workload"]["act_ckpt"] == "full" and est["workload"]["seq_len"] == 8192
     # 2 sequences x 8192 tokens x 64 GPUs x grad-accum 1 = 1,048,576 tokens per step
     assert est["throughput"]["tokens_per_step"] == 1_048_576
     assert est["communication"]["per_gpu_bytes_per_step"]["inter_node"] > 0  # 8 nodes
@@ -190,10 +190,9 @@ def test_recommend_llama_3_8b_global_batch_4m_sets_grad_accum(rec_8b_2nodes):
     fitting = [e for e in rec_8b_2nodes["estimates"] if e["fits"]]
     assert fitting
     for e in fitting:
-        s = e["settings"]
+        s = e["workload"]
         # 4M is binary: 2^22 = 4,194,304 tokens = grad_accum x micro_batch x 8192 x 16 GPUs
         assert s["grad_accum"] * s["micro_batch"] * 8192 * 16 == 4_194_304, e["strategy"]
-        assert s["global_batch_tokens"] == 4_194_304
         assert e["throughput"]["tokens_per_step"] == 4_194_304
 
 
@@ -318,9 +317,9 @@ def test_accumulation_sync_and_fused_loss_flags_reach_the_estimate():
             "--grad-accum", "4", "--json")
     plain = json.loads(cli_ok(*base))
     tuned = json.loads(cli_ok(*base, "--sync-each-micro-batch", "--fused-loss"))
-    assert plain["settings"]["sync_each_micro_batch"] is False
-    assert tuned["settings"]["sync_each_micro_batch"] is True
-    assert tuned["settings"]["fused_loss"] is True
+    assert plain["workload"]["sync_each_micro_batch"] is False
+    assert tuned["workload"]["sync_each_micro_batch"] is True
+    assert tuned["workload"]["fused_loss"] is True
     assert "unsharded gradients (no_sync accumulation)" in plain["memory"]["buffers_detail"]
     assert "unsharded gradients (no_sync accumulation)" not in tuned["memory"]["buffers_detail"]
     logits = plain["memory"]["per_gpu_bytes"]["logits"] - tuned["memory"]["per_gpu_bytes"]["logits"]

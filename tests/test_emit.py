@@ -14,12 +14,12 @@ import pytest
 import yaml
 
 from advisor.cli.main import main
+from advisor.core.engines import NVME_PARAM_BUFFER_COUNT, nvme_param_buffer_elements
 from advisor.core.errors import InvalidInput
 from advisor.core.model import preset
 from advisor.emit import files as emit
+from advisor.emit.choices import EmitOptions, plain, reasons
 from advisor.emit.files import PLAN_MARKER, emit_strategy, write_recommendation
-from advisor.emit.plan import EmitOptions, plain, reasons
-from advisor.strategies.zero import NVME_PARAM_BUFFER_COUNT, nvme_param_buffer_elements
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = {"params": 1e9, "seq_len": 2048}
@@ -41,7 +41,7 @@ def test_batch_arithmetic_is_micro_x_accum_x_world(tmp_path):
     plan = emit_strategy({"model": "llama-3-8b", "gpus": "2x8xH100", "micro_batch": 4},
                          "zero3-offload", tmp_path / "p", EmitOptions())[0]
     ds = json.loads((tmp_path / "p" / "ds_config.json").read_text())
-    assert plan.estimate.settings.act_ckpt == "full"  # the search's choice: none does not fit at mb 4
+    assert plan.estimate.workload.act_ckpt == "full"  # the search's choice: none does not fit at mb 4
     # 4 sequences x 1 accumulation step x 16 GPUs
     assert (ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"]) == (4, 1)
     assert ds["train_batch_size"] == 64

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from advisor.core.engines import DeepSpeedBuckets, FsdpConfig, ZeroConfig
 from advisor.core.model import infer_from_params
+from advisor.emit.choices import EmitOptions
 from advisor.emit.files import emit_strategy
-from advisor.emit.plan import EmitOptions
 from advisor.strategies import FSDP_NAMES, STRATEGY_NAMES, get_strategy
-from advisor.strategies.zero import DeepSpeedBuckets
 
 pytest.importorskip("accelerate")
 pytest.importorskip("deepspeed")
@@ -73,38 +73,37 @@ def test_accelerate_and_deepspeed_accept_the_plan(plans, name, gpus, version, pr
     assert unknown_section_keys(yaml_path) == []
     built = build_plugins(yaml_path)
     world = est.cluster.num_gpus
-    strategy = get_strategy(name, version)
-    if strategy.family == "deepspeed":
+    cfg = est.engine_config  # what the strategy asked the engine for: the files must say it
+    if isinstance(cfg, ZeroConfig):
         ds = built.deepspeed
-        assert ds.zero_stage == strategy.stage
-        assert ds.offload_optimizer_device == (strategy.offload_optimizer or "none")
-        assert ds.offload_param_device == (strategy.offload_params or "none")
+        assert ds.zero_stage == cfg.stage
+        assert ds.offload_optimizer_device == (cfg.offload_optimizer or "none")
+        assert ds.offload_param_device == (cfg.offload_params or "none")
         assert ds.deepspeed_config[precision]["enabled"] is True
         # what DeepSpeed receives after Accelerate's processing, and the file itself
         check_ds_config(ds.deepspeed_config, world)
         parsed = check_ds_config(out / "ds_config.json", world)
-        assert parsed.zero_optimization_stage == strategy.stage
-    elif strategy.family == "fsdp":
+        assert parsed.zero_optimization_stage == cfg.stage
+    elif isinstance(cfg, FsdpConfig):
         f = built.fsdp
-        assert f.fsdp_version == version
+        assert f.fsdp_version == version == cfg.version
         if version == 2:
-            assert f.reshard_after_forward is strategy.reshard_after_forward
-            assert type(f.cpu_offload).__name__ == ("CPUOffloadPolicy" if strategy.cpu_offload
+            assert f.reshard_after_forward is cfg.reshard_after_forward
+            assert type(f.cpu_offload).__name__ == ("CPUOffloadPolicy" if cfg.cpu_offload
                                                     else "OffloadPolicy")
         else:
-            expected = "HYBRID_SHARD" if strategy.hybrid else (
-                "FULL_SHARD" if strategy.reshard_after_forward else "SHARD_GRAD_OP")
-            assert f.sharding_strategy.name == expected
-            assert f.cpu_offload.offload_params is strategy.cpu_offload
+            assert f.sharding_strategy.name == cfg.sharding
+            assert f.cpu_offload.offload_params is cfg.cpu_offload
         assert f.transformer_cls_names_to_wrap == ["LlamaDecoderLayer"]
         assert f.state_dict_type.name == "SHARDED_STATE_DICT"
         assert f.cpu_ram_efficient_loading is True
-        assert f.activation_checkpointing is (est.settings.act_ckpt == "full")
+        assert f.activation_checkpointing is (est.workload.act_ckpt == "full")
         assert str(f.mixed_precision_policy.param_dtype) == {"bf16": "torch.bfloat16",
                                                               "fp16": "torch.float16"}[precision]
-        if strategy.hybrid and version == 2:
+        if cfg.sharding == "HYBRID_SHARD" and version == 2:
             p = built.parallelism
-            assert (p.dp_replicate_size, p.dp_shard_size) == (est.cluster.nodes, est.cluster.gpus_per_node)
+            assert (p.dp_replicate_size, p.dp_shard_size) == (cfg.replicas, cfg.shard_size)
+            assert (cfg.replicas, cfg.shard_size) == (est.cluster.nodes, est.cluster.gpus_per_node)
             assert p.total_size == world
     else:
         assert built.args.multi_gpu is True
@@ -223,7 +222,7 @@ def test_pure_bf16_plans_turn_mixed_precision_off_and_say_how_to_load_the_model(
 
     data = {**JOB, "gpus": "8xA100", "master_weights": False}
     plan = emit_strategy(data, name, tmp_path, EmitOptions())[0]
-    assert plan.estimate.settings.master_weights is False
+    assert plan.estimate.workload.master_weights is False
     config = load_config_from_file(str(tmp_path / "accelerate_config.yaml"))
     assert config.mixed_precision == "no"
     built = build_plugins(tmp_path / "accelerate_config.yaml")

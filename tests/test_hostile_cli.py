@@ -59,7 +59,7 @@ def test_each_mistake_is_one_line_naming_the_field(files, args, field, words):
 @pytest.mark.parametrize(("text", "tokens"), [("4k", 4096), ("32K", 32768), ("128k", 131072), ("2048", 2048)])
 def test_sequence_length_accepts_binary_suffixes(text, tokens):
     est = cli_json("estimate", *JOB, "--seq-len", text)
-    assert est["settings"]["seq_len"] == tokens
+    assert est["workload"]["seq_len"] == tokens
 
 
 def test_the_worst_string_input_is_refused_by_its_length_before_parsing():

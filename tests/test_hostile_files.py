@@ -21,8 +21,8 @@ import yaml
 
 from advisor.core.errors import InvalidInput
 from advisor.core.text import markdown
+from advisor.emit.choices import EmitOptions
 from advisor.emit.files import emit_strategy
-from advisor.emit.plan import EmitOptions
 from advisor.profiles import use as profiles
 from tests.test_profiles import synthetic
 

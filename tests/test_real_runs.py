@@ -42,12 +42,14 @@ from dataclasses import dataclass
 import pytest
 
 from advisor.core import activations
+from advisor.core.context import Context
 from advisor.core.hardware import parse_cluster
 from advisor.core.priors import default_priors
+from advisor.core.protocol import Strategy, make_context
 from advisor.core.workload import Workload
-from advisor.emit.plan import EmitOptions, ds_config, plain
+from advisor.emit.choices import EmitOptions, plain
+from advisor.emit.deepspeed import ds_config
 from advisor.strategies import get_strategy
-from advisor.strategies.base import Context, Strategy
 from calibration.tiny_llama import TinyLlamaConfig, model_spec
 from tests.helpers import run
 from tests.real.common import MICRO_BATCH, SEQ_LEN, WORLD, launch
@@ -70,8 +72,9 @@ def deepspeed_runs(tmp_path_factory) -> dict:
     pytest.importorskip("deepspeed")
     spec = model_spec(TinyLlamaConfig())
     workload = dict(seq_len=SEQ_LEN, micro_batch=MICRO_BATCH, grad_accum=DS_GRAD_ACCUM)
-    configs = {name: plain(ds_config(run(name, CLUSTER, spec, **workload), spec, EmitOptions()))
-               for name in ("zero1", "zero2", "zero3")}
+    estimates = {name: run(name, CLUSTER, spec, **workload) for name in ("zero1", "zero2", "zero3")}
+    configs = {name: plain(ds_config(e, e.engine_config, spec, EmitOptions()))
+               for name, e in estimates.items()}
     folder = tmp_path_factory.mktemp("real")
     (folder / "configs.json").write_text(json.dumps(configs))
     launch("tests.real.deepspeed_worker", folder / "configs.json", folder / "ds.json")
@@ -184,10 +187,10 @@ TERMS = [
 ]
 
 
-def _context(tiny: dict, workload: dict) -> Context:
+def _context(tiny: dict, workload: dict, strategy: Strategy) -> Context:
     """The advisor's inputs for the run the worker made: same shape, workload and world size."""
-    return Context(cluster=parse_cluster(CLUSTER), model=model_spec(TinyLlamaConfig(**tiny)),
-                   workload=Workload(**workload), priors=default_priors())
+    return make_context(parse_cluster(CLUSTER), model_spec(TinyLlamaConfig(**tiny)),
+                        Workload(**workload), default_priors(), strategy)
 
 
 @pytest.mark.parametrize("term", [
@@ -197,8 +200,9 @@ def _context(tiny: dict, workload: dict) -> Context:
 def test_measured_bytes_match_the_model(term, request):
     runs = request.getfixturevalue("deepspeed_runs" if term.case.startswith("zero") else "torch_runs")
     ranks = [r[term.case] for r in runs["ranks"]]
-    ctx = _context(runs["ranks"][0]["tiny"], ranks[0]["workload"])
-    predicted = term.predicted(ctx, get_strategy(term.strategy))
+    strategy = get_strategy(term.strategy)
+    ctx = _context(runs["ranks"][0]["tiny"], ranks[0]["workload"], strategy)
+    predicted = term.predicted(ctx, strategy)
     measured = [term.measured(r) for r in ranks]
     gap = max(measured) - predicted
     assert abs(gap) <= term.tolerance * predicted, (

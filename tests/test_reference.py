@@ -8,6 +8,7 @@ import pytest
 
 from advisor.core.communication import Collective, collective_time_s
 from advisor.core.hardware import parse_cluster
+from advisor.core.layout import Group
 from advisor.core.priors import default_priors
 from benchmarks.fit_priors import _bytes
 from benchmarks.reference import REFERENCE
@@ -33,7 +34,8 @@ def test_all_reduce_bus_bandwidth_within_35_percent(nodes, spec):
     for size, measured in _b200_sweep(nodes):
         if size < 16 * 2**20:
             continue
-        c = Collective("all_reduce", "backward", "cluster", size, size, False, "sweep")
+        c = Collective("all_reduce", "backward", Group(cluster.gpus_per_node, cluster.nodes), size, size,
+                       False, "sweep")
         predicted = 2 * (n - 1) / n * size / collective_time_s(c, cluster, priors)
         assert predicted == pytest.approx(measured, rel=0.35), f"{size} bytes"
 
@@ -62,6 +64,7 @@ def test_intra_node_efficiency_fitted_on_b200_carries_to_a100_and_h200_rings():
     priors, size = default_priors(), 8 * 2**30
     for spec, n, measured, what in rows:
         cluster = parse_cluster(spec)
-        c = Collective("all_reduce", "backward", "cluster", size, size, False, "sweep")
+        c = Collective("all_reduce", "backward", Group(cluster.gpus_per_node, cluster.nodes), size, size,
+                       False, "sweep")
         predicted = 2 * (n - 1) / n * size / collective_time_s(c, cluster, priors)
         assert predicted == pytest.approx(measured, rel=0.10), what

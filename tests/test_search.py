@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from advisor.core.errors import InvalidInput
+from advisor.core.results import Estimate
 from advisor.core.workload import ACT_CKPTS
 from advisor.requests.jobs import run_recommend
 from advisor.requests.models import RecommendRequest, validate_request
-from advisor.search.ranking import MICRO_BATCH_LADDER
+from advisor.search.space import MICRO_BATCH_LADDER
 from advisor.strategies import STRATEGY_NAMES
 
 
@@ -40,9 +41,9 @@ def test_13b_on_8xa100():
 def test_70b_on_8xa100_40gb_needs_offload():
     r = rec(model="llama-2-70b", gpus="8xA100-40GB", seq_len=4096)
     chosen = r.estimates[0]
-    assert chosen.fits and chosen.settings.offload in ("cpu", "nvme")
+    assert chosen.fits and chosen.offload in ("cpu", "nvme")
     for e in r.estimates:
-        if e.settings.offload == "none" and e.memory is not None:
+        if isinstance(e, Estimate) and e.offload == "none":
             assert not e.fits
 
 
@@ -57,8 +58,8 @@ def test_global_batch_fixes_accumulation():
     r = rec(model="llama-3-8b", gpus="2x8xH100", seq_len=8192, global_batch_tokens="4M")
     for e in r.estimates:
         if e.fits:
-            s = e.settings
-            assert s.micro_batch * s.grad_accum * 8192 * 16 == 4 * 2**20 == s.global_batch_tokens
+            s = e.workload
+            assert s.micro_batch * s.grad_accum * 8192 * 16 == 4 * 2**20 == e.throughput.tokens_per_step
 
 
 def test_bad_global_batch_names_the_field():
@@ -70,14 +71,14 @@ def test_bad_global_batch_names_the_field():
 def test_fixed_settings_are_respected():
     r = rec(params=7e9, gpus="8xA100", micro_batch=2, act_ckpt="full", strategies=["fsdp", "zero3"])
     assert {e.strategy for e in r.estimates} == {"fsdp", "zero3"}
-    assert all(e.settings.micro_batch == 2 and e.settings.act_ckpt == "full" for e in r.estimates)
+    assert all(e.workload.micro_batch == 2 and e.workload.act_ckpt == "full" for e in r.estimates)
 
 
 def test_fsdp1_is_modelled_separately():
     r1 = rec(params=7e9, gpus="8xA100", strategies=["fsdp"], fsdp_version=1)
     r2 = rec(params=7e9, gpus="8xA100", strategies=["fsdp"])
     assert r1.estimates[0].engine == "fsdp1" and r2.estimates[0].engine == "fsdp2"
-    assert r1.estimates[0].settings.fsdp_version == 1
+    assert r1.estimates[0].engine_config.version == 1
 
 
 def test_time_to_train():
@@ -102,11 +103,11 @@ def test_fsdp_with_accumulation_syncs_every_micro_batch_when_the_no_sync_buffer_
     reducing every micro-batch fits, and recommend finds it unless told not to."""
     job = dict(model="llama-2-13b", gpus="8xA100-40GB", global_batch_tokens="4M", strategies=["fsdp"])
     searched = rec(**job).estimates[0]
-    assert searched.fits and searched.settings.sync_each_micro_batch
-    assert searched.settings.grad_accum > 1
+    assert searched.fits and searched.workload.sync_each_micro_batch
+    assert searched.workload.grad_accum > 1
     held = rec(**job, sync_each_micro_batch=False).estimates[0]
     assert not held.fits and held.reason.startswith("needs") and "buffers" in held.reason
-    assert not held.settings.sync_each_micro_batch
+    assert not held.workload.sync_each_micro_batch
 
 
 def test_pure_bf16_recommend_keeps_deepspeed_out_with_the_reason():
@@ -115,7 +116,7 @@ def test_pure_bf16_recommend_keeps_deepspeed_out_with_the_reason():
     assert deepspeed and all(not e.fits and "fp32 master" in e.reason for e in deepspeed)
     assert r.chosen in ("fsdp", "fsdp-grad-op", "ddp", "hsdp", "fsdp-offload")
     chosen = r.estimates[0]
-    assert chosen.settings.master_weights is False
+    assert chosen.workload.master_weights is False
     # 7e9 x (2 + 2 + 4) B of states: pure bf16 DDP needs 56 GB before activations; mixed 112 GB
     ddp = next(e for e in r.estimates if e.strategy == "ddp")
     assert ddp.memory.per_gpu_bytes.params == 2 * ddp.model.params
@@ -127,8 +128,8 @@ def test_a_resident_plan_goes_ahead_of_an_offload_plan_it_ties_with():
     offload, and says it is a tie."""
     r = rec(model="llama-3-70b", gpus="64xH100", global_batch_tokens="16M")
     first, second = r.estimates[0], r.estimates[1]
-    assert first.settings.offload == "none" and r.chosen == first.strategy
-    assert second.settings.offload != "none"
+    assert first.offload == "none" and r.chosen == first.strategy
+    assert second.offload != "none"
     top = max(e.throughput.tokens_per_s_per_gpu for e in r.estimates if e.fits)
     assert first.throughput.tokens_per_s_per_gpu >= 0.97 * top
     assert "a tie within the model's error" in " ".join(r.summary)

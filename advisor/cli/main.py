@@ -95,8 +95,8 @@ def _run(args: argparse.Namespace) -> None:
     request = validate_request(RecommendRequest, data)
     options = None
     if args.out is not None:
+        from advisor.emit.choices import EmitOptions
         from advisor.emit.files import check_out
-        from advisor.emit.plan import EmitOptions
         check_out(args.out)
         options = EmitOptions(nvme_path=args.nvme_path)
     result, model = run_recommend(request)

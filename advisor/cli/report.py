@@ -5,9 +5,10 @@ from __future__ import annotations
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from advisor.core.results import Estimate, Recommendation
+from advisor.core.results import Estimate, InfeasiblePlan, Recommendation
 from advisor.core.units import GB, GiB, duration_text
 
 _COMPONENTS = ("params", "grads", "optimizer", "activations", "logits", "buffers", "overhead")
@@ -23,7 +24,7 @@ def _gib(n: float) -> str:
 
 
 def _plan(e: Estimate) -> str:
-    s = e.settings
+    s = e.workload
     return f"{s.micro_batch} x {s.grad_accum}, ckpt {s.act_ckpt}"
 
 
@@ -35,7 +36,7 @@ def _ranked_table(rec: Recommendation) -> Table:
                 "step s", "tok/s/GPU", "MFU", "time to train"):
         table.add_column(col, justify="right" if col not in ("strategy", "micro x accum, ckpt") else "left")
     for i, e in enumerate(rec.estimates, 1):
-        if e.memory is None:
+        if isinstance(e, InfeasiblePlan):
             table.add_row(str(i), e.strategy, "no", "-", "-", "-", "-", "-", "-", "-")
             continue
         mem = f"{_gib(e.memory.per_gpu_bytes.total)} / {_gib(e.memory.capacity_bytes)}"
@@ -47,13 +48,13 @@ def _ranked_table(rec: Recommendation) -> Table:
     return table
 
 
-def _memory_table(estimates: list[Estimate], title: str) -> Table:
+def _memory_table(estimates: list[Estimate | InfeasiblePlan], title: str) -> Table:
     table = Table(title=title, title_justify="left")
     table.add_column("strategy")
     for col in (*_COMPONENTS, "total", "capacity", "host/node", "NVMe/node"):
         table.add_column(col, justify="right")
     for e in estimates:
-        if e.memory is None:
+        if isinstance(e, InfeasiblePlan):
             continue
         m = e.memory
         table.add_row(e.strategy, *(_gib(getattr(m.per_gpu_bytes, c)) for c in _COMPONENTS),
@@ -66,10 +67,10 @@ def _memory_table(estimates: list[Estimate], title: str) -> Table:
 def print_recommendation(rec: Recommendation, console: Console | None = None) -> None:
     console = console or make_console()
     m = rec.model
-    console.print(f"[bold]{m.name}[/bold]: {m.params / 1e9:.2f}B params, {m.layers} layers x "
+    console.print(f"[bold]{escape(m.name)}[/bold]: {m.params / 1e9:.2f}B params, {m.layers} layers x "
                   f"{m.hidden} hidden, {m.heads} heads ({m.kv_heads} kv), ffn {m.ffn}, vocab {m.vocab}")
     for note in rec.notes:
-        console.print(f"[dim]note: {note}[/dim]")
+        console.print(f"[dim]note: {escape(note)}[/dim]")
     console.print(_ranked_table(rec))
     console.print(_memory_table(rec.estimates, "Per-GPU memory by component, GiB"))
     misfits = [e for e in rec.estimates if not e.fits]
@@ -77,30 +78,31 @@ def print_recommendation(rec: Recommendation, console: Console | None = None) ->
         console.print("[bold]Does not fit / cannot run[/bold]")
         for e in misfits:
             fix = f" Cheapest fix: {e.fix}." if e.fix else ""
-            console.print(f"  {e.strategy}: {e.reason}.{fix}")
+            console.print(escape(f"  {e.strategy}: {e.reason}.{fix}"))
     console.print()
     head = f"Recommendation: {rec.chosen}" if rec.chosen else "Recommendation: none fits"
     console.print(f"[bold green]{head}[/bold green]")
     for line in rec.summary:
-        console.print(f"  {line}")
-    console.print(f"  {rec.rule_of_thumb}")
+        console.print(escape(f"  {line}"))
+    console.print(escape(f"  {rec.rule_of_thumb}"))
     console.print(f"[dim]{rec.candidates_evaluated} candidates evaluated, "
                   f"{rec.infeasible_candidates} did not fit[/dim]")
 
 
-def print_estimate(e: Estimate, console: Console | None = None) -> None:
+def print_estimate(e: Estimate | InfeasiblePlan, console: Console | None = None) -> None:
     console = console or make_console()
-    m, s = e.model, e.settings
+    m, s = e.model, e.workload
     console.print(f"[bold]{e.strategy}[/bold] ({e.engine}) on {e.cluster.num_gpus} x {e.cluster.gpu}; "
-                  f"{m.name} {m.params / 1e9:.2f}B; micro-batch {s.micro_batch} x {s.seq_len} tokens,"
+                  f"{escape(m.name)} {m.params / 1e9:.2f}B; micro-batch {s.micro_batch} x {s.seq_len} tokens,"
                   f" grad-accum {s.grad_accum}, ckpt {s.act_ckpt}, {s.precision}"
                   f"{'' if s.master_weights or s.precision == 'fp32' else ' (pure)'}, {s.optimizer}")
     for note in e.cluster.notes:
-        console.print(f"[dim]note: {note}[/dim]")
+        console.print(f"[dim]note: {escape(note)}[/dim]")
     fix = f". Fix: {e.fix}" if e.fix else ""
-    verdict = "[green]fits[/green]" if e.fits else f"[red]does not fit[/red]: {e.reason}{fix}"
+    word = "cannot run" if isinstance(e, InfeasiblePlan) else "does not fit"
+    verdict = "[green]fits[/green]" if e.fits else f"[red]{word}[/red]: {escape(f'{e.reason}{fix}')}"
     console.print(verdict)
-    if e.memory is None:
+    if isinstance(e, InfeasiblePlan):
         return
     console.print(_memory_table([e], "Per-GPU memory, GiB"))
     if e.memory.buffers_detail:

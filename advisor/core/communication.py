@@ -4,7 +4,8 @@ Ring algorithms (Patarasuk & Yuan 2009; NCCL's bus-bandwidth convention, nccl-te
 doc/PERFORMANCE.md): over n ranks, all-reduce moves 2(n-1)/n * S bytes per rank, all-gather
 and reduce-scatter (n-1)/n * S, where S is the full (unsharded) buffer.
 
-Two tiers. A group inside one node uses the GPU's intra-node link. A group spanning k nodes is
+Two tiers. A process group (advisor/core/layout.py: its ranks per node and its nodes) inside one
+node uses the GPU's intra-node link. A group spanning k nodes is
 run hierarchically (NCCL rings over NVLink inside a node, one rail per GPU across nodes): the
 bytes that cross nodes per node are what a ring over k nodes moves, 2(k-1)/k * S for all-reduce
 and (k-1)/k * S for all-gather / reduce-scatter, spread over the node's G NICs; the rest stays
@@ -19,11 +20,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from advisor.core.hardware import Cluster
+from advisor.core.layout import Group
 from advisor.core.priors import Priors
 
 Op = Literal["all_reduce", "all_gather", "reduce_scatter"]
 Phase = Literal["forward", "backward", "step"]
-Span = Literal["node", "cluster", "across_nodes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +34,8 @@ class Collective:
     op: Op
     phase: Phase
     """forward/backward: can overlap with that phase's compute; step: exposed."""
-    span: Span
-    """node: the GPUs of one node; cluster: all GPUs; across_nodes: one GPU per node."""
+    group: Group
+    """The process group it runs over (ranks per node, nodes)."""
     buffer_bytes: float
     """S: full size of the buffer one micro-batch (or step) communicates."""
     bucket_bytes: float
@@ -59,18 +60,9 @@ def _ring_factor(op: Op, ranks: int) -> float:
     return 2 * steps if op == "all_reduce" else steps
 
 
-def group_shape(span: Span, cluster: Cluster) -> tuple[int, int]:
-    """(ranks per node in the group, nodes in the group)."""
-    if span == "node":
-        return cluster.gpus_per_node, 1
-    if span == "across_nodes":
-        return 1, cluster.nodes
-    return cluster.gpus_per_node, cluster.nodes
-
-
-def bytes_per_gpu(op: Op, span: Span, buffer_bytes: float, cluster: Cluster) -> TierBytes:
+def bytes_per_gpu(op: Op, group: Group, buffer_bytes: float) -> TierBytes:
     """Bytes one GPU sends for one call on a buffer of `buffer_bytes`, split by tier."""
-    per_node, nodes = group_shape(span, cluster)
+    per_node, nodes = group.ranks_per_node, group.nodes
     total = _ring_factor(op, per_node * nodes) * buffer_bytes
     # Cross-node bytes of a ring over `nodes` nodes, shared by the group's GPUs of each node.
     inter = _ring_factor(op, nodes) * buffer_bytes / per_node
@@ -79,7 +71,7 @@ def bytes_per_gpu(op: Op, span: Span, buffer_bytes: float, cluster: Cluster) -> 
 
 def collective_time_s(c: Collective, cluster: Cluster, priors: Priors) -> float:
     """Seconds for one occurrence of `c` (one micro-batch's worth, or one step's)."""
-    tiers = bytes_per_gpu(c.op, c.span, c.buffer_bytes, cluster)
+    tiers = bytes_per_gpu(c.op, c.group, c.buffer_bytes)
     if tiers.intra_node == 0 and tiers.inter_node == 0:
         return 0.0
     p = priors.collective

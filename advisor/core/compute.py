@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from advisor.core.context import Context
 from advisor.core.workload import optimizer_step_bytes_per_param
-from advisor.strategies.base import Context
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +49,15 @@ def _fp8_factor(ctx: Context) -> float:
     return ctx.priors.compute.fp8_efficiency_ratio if ctx.workload.precision == "fp8" else 1.0
 
 
-def efficiency(ctx: Context) -> float:
+def efficiency(kernel: float, ctx: Context) -> float:
+    """Achieved fraction of the dense peak of the weight matmuls: the kernel efficiency, times
+    the fp8 ratio under fp8."""
+    return kernel * _fp8_factor(ctx)
+
+
+def dense_efficiency(ctx: Context) -> float:
     """Achieved fraction of the dense peak for this model, micro-batch and precision."""
-    return _kernel_efficiency(ctx) * _fp8_factor(ctx)
+    return efficiency(_kernel_efficiency(ctx), ctx)
 
 
 def attention_precision(precision: str) -> str:
@@ -68,7 +74,7 @@ def micro_batch_time(ctx: Context) -> MicroBatchTime:
     skip = cp.flash_causal_skip if w.flash_attention else 1.0
     tokens = w.micro_batch * w.seq_len
     kernel = _kernel_efficiency(ctx)
-    dense_rate = gpu.peak_flops(w.precision) * kernel * _fp8_factor(ctx)
+    dense_rate = gpu.peak_flops(w.precision) * efficiency(kernel, ctx)
     attention_rate = (gpu.peak_flops(attention_precision(w.precision)) * kernel
                       * ctx.priors.attention_efficiency[gpu.architecture])
     seconds = (ctx.model.dense_flops_per_token() * tokens / dense_rate

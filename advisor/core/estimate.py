@@ -1,29 +1,33 @@
-"""One estimate: a pure function of (cluster, model, workload, strategy, priors) -> Estimate."""
+"""One estimate: a pure function of (cluster, model, workload, strategy, priors) -> Estimate,
+or an InfeasiblePlan when the strategy cannot run there at all."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from advisor.core import compute
-from advisor.core.communication import bytes_per_gpu, group_shape
+from advisor.core.communication import bytes_per_gpu
+from advisor.core.context import Context
 from advisor.core.errors import Infeasible
 from advisor.core.hardware import Cluster
 from advisor.core.memory import does_not_fit, memory_breakdown
 from advisor.core.model import ModelSpec
 from advisor.core.priors import Priors
+from advisor.core.protocol import Strategy, make_context
 from advisor.core.results import (
     ClusterInfo,
     CollectiveReport,
     CommBytes,
     Communication,
     Estimate,
+    InfeasiblePlan,
     ModelInfo,
-    Settings,
     StepTime,
     Throughput,
 )
 from advisor.core.timing import StepInputs, combine, step_inputs
 from advisor.core.units import gib_text
 from advisor.core.workload import Workload
-from advisor.strategies.base import Context, Strategy
 
 
 def cluster_info(cluster: Cluster) -> ClusterInfo:
@@ -43,27 +47,16 @@ def model_info(model: ModelSpec) -> ModelInfo:
                      decoder_layer_class=model.decoder_layer_class, source=model.source)
 
 
-def settings(ctx: Context, strategy: Strategy) -> Settings:
-    w = ctx.workload
-    return Settings(micro_batch=w.micro_batch, grad_accum=w.grad_accum,
-                    global_batch_tokens=w.tokens_per_step(ctx.world), seq_len=w.seq_len,
-                    act_ckpt=w.act_ckpt, precision=w.precision, master_weights=w.master_weights,
-                    optimizer=w.optimizer,
-                    flash_attention=w.flash_attention, compile=w.compile,
-                    sync_each_micro_batch=w.sync_each_micro_batch, fused_loss=w.fused_loss,
-                    fsdp_version=strategy.fsdp_version, offload=strategy.offload)
-
-
 def _communication(ctx: Context, inputs: StepInputs) -> Communication:
     """Bytes by tier and time per collective, from the step's already-timed collectives."""
     ga = ctx.workload.grad_accum
     reports, intra, inter = [], 0.0, 0.0
     for c, seconds in inputs.collectives:
         count = ga if c.per_micro_batch else 1
-        tiers = bytes_per_gpu(c.op, c.span, c.buffer_bytes, ctx.cluster)
-        per_node, nodes = group_shape(c.span, ctx.cluster)
+        tiers = bytes_per_gpu(c.op, c.group, c.buffer_bytes)
         reports.append(CollectiveReport(
-            what=c.what, op=c.op, phase=c.phase, span=c.span, group_size=per_node * nodes,
+            what=c.what, op=c.op, phase=c.phase, group_size=c.group.size,
+            ranks_per_node=c.group.ranks_per_node, nodes=c.group.nodes,
             count_per_step=count, buffer_bytes=c.buffer_bytes,
             intra_node_bytes=count * tiers.intra_node, inter_node_bytes=count * tiers.inter_node,
             time_s=count * seconds))
@@ -83,8 +76,7 @@ def _sync_fix(ctx: Context, strategy: Strategy) -> str | None:
     w = ctx.workload
     if strategy.family != "fsdp" or w.grad_accum == 1 or w.sync_each_micro_batch:
         return None
-    synced = Context(ctx.cluster, ctx.model, w.model_copy(update={"sync_each_micro_batch": True}),
-                     ctx.priors)
+    synced = replace(ctx, workload=w.model_copy(update={"sync_each_micro_batch": True}))
     memory = memory_breakdown(synced, strategy)
     if does_not_fit(memory, ctx.priors.offload.host_ram_usable_fraction) is not None:
         return None
@@ -93,19 +85,28 @@ def _sync_fix(ctx: Context, strategy: Strategy) -> str | None:
             "per GPU")
 
 
-def estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: Strategy,
-             priors: Priors, tokens_to_train: float | None = None) -> Estimate:
-    """Memory, communication, step time (with its low/high range) and throughput of one plan,
-    fitting or not."""
-    ctx = Context(cluster=cluster, model=model, workload=workload, priors=priors)
-    base = dict(strategy=strategy.name, engine=strategy.engine, settings=settings(ctx, strategy),
-                cluster=cluster_info(cluster), model=model_info(model))
+def feasible_context(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: Strategy,
+                     priors: Priors) -> Context | InfeasiblePlan:
+    """The context the strategy runs in, or an InfeasiblePlan saying why it cannot run here."""
     try:
+        ctx = make_context(cluster, model, workload, priors, strategy)
+        ctx.layout.check(cluster.num_gpus, cluster.gpus_per_node)
         strategy.check(ctx)
         cluster.gpu.peak_flops(workload.precision)
     except Infeasible as exc:
-        return Estimate(fits=False, reason=exc.reason, fix=exc.fix, memory=None,
-                        communication=None, time=None, throughput=None, **base)
+        return InfeasiblePlan(strategy=strategy.name, engine=strategy.engine, reason=exc.reason,
+                              fix=exc.fix, workload=workload, cluster=cluster_info(cluster),
+                              model=model_info(model))
+    return ctx
+
+
+def estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: Strategy,
+             priors: Priors, tokens_to_train: float | None = None) -> Estimate | InfeasiblePlan:
+    """Memory, communication, step time (with its low/high range) and throughput of one plan,
+    fitting or not; an InfeasiblePlan when the strategy cannot run here at all."""
+    ctx = feasible_context(cluster, model, workload, strategy, priors)
+    if isinstance(ctx, InfeasiblePlan):
+        return ctx
     memory = memory_breakdown(ctx, strategy)
     inputs = step_inputs(ctx, strategy)
     parts = combine(inputs)
@@ -116,7 +117,7 @@ def estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: S
     time = StepTime(step_s=parts.step_s, compute_s=parts.compute_s, framework_s=parts.framework_s,
                     exposed_comm_s=parts.exposed_comm_s, optimizer_s=parts.optimizer_s,
                     offload_s=parts.offload_s, low_s=low.step_s, high_s=high.step_s)
-    tokens_per_step = workload.tokens_per_step(cluster.num_gpus)
+    tokens_per_step = workload.tokens_per_step(ctx.dp)
     tps_gpu = tokens_per_step / parts.step_s / cluster.num_gpus
     peak = cluster.gpu.peak_flops(workload.precision)
     throughput = Throughput(
@@ -127,6 +128,8 @@ def estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: S
                          if tokens_to_train else None))
     reason = does_not_fit(memory, priors.offload.host_ram_usable_fraction)
     fix = _sync_fix(ctx, strategy) if reason else None
-    return Estimate(fits=reason is None, reason=reason, fix=fix, memory=memory,
-                    communication=_communication(ctx, inputs),
-                    time=time, throughput=throughput, **base)
+    return Estimate(strategy=strategy.name, engine=strategy.engine, fits=reason is None,
+                    reason=reason, fix=fix, workload=workload, layout=ctx.layout,
+                    engine_config=strategy.engine_config(ctx), offload=strategy.offload,
+                    cluster=cluster_info(cluster), model=model_info(model), memory=memory,
+                    communication=_communication(ctx, inputs), time=time, throughput=throughput)

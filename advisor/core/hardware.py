@@ -169,18 +169,22 @@ def resolve_gpu(name: str) -> tuple[GPUSpec, str | None]:
 _SPEC_RE = re.compile(r"^\s*(?:(\d+)\s*[xX*]\s*)?(?:(\d+)\s*[xX*]\s*)?([A-Za-z][A-Za-z0-9.\-_]*)\s*$")
 
 
+_CLUSTER = {"x-group": "cluster"}  # where the CLI and the form show the field
+
+
 class ClusterOverrides(BaseModel):
-    """Optional flags that override the GPU's typical node."""
+    """Optional flags that override the GPU's typical node (also fields of every request)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    gpus_per_node: int | None = Field(default=None, gt=0, le=72)
-    inter_node_gbps: float | None = Field(default=None, ge=0.1, le=1e5)
-    """Per node, Gbit/s."""
-    cpu_ram_gib: float | None = Field(default=None, ge=1, le=1e5)
-    """Per node, GiB."""
-    nvme_gbps: float | None = Field(default=None, ge=0.1, le=1e5)
-    """Per node, Gbit/s."""
+    gpus_per_node: int | None = Field(default=None, gt=0, le=72, json_schema_extra=_CLUSTER)
+    """GPUs per node (default: the GPU's typical server; an NVL72 rack is one node of 72)."""
+    inter_node_gbps: float | None = Field(default=None, ge=0.1, le=1e5, json_schema_extra=_CLUSTER)
+    """Network bandwidth per node, Gbit/s."""
+    cpu_ram_gib: float | None = Field(default=None, ge=1, le=1e5, json_schema_extra=_CLUSTER)
+    """Host RAM per node, GiB."""
+    nvme_gbps: float | None = Field(default=None, ge=0.1, le=1e5, json_schema_extra=_CLUSTER)
+    """NVMe bandwidth per node, Gbit/s."""
 
 
 MAX_GPUS = 65536

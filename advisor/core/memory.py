@@ -13,9 +13,10 @@ The breakdown reported is the one of the peak moment.
 from __future__ import annotations
 
 from advisor.core import activations
+from advisor.core.context import Context
+from advisor.core.protocol import Strategy
 from advisor.core.results import Memory, MemoryPerGPU
 from advisor.core.units import gib_text
-from advisor.strategies.base import Context, Strategy
 
 _LABELS = {"params": "params", "grads": "gradients", "optimizer": "optimizer states",
            "activations": "activations", "logits": "logits/loss", "buffers": "buffers",

@@ -8,6 +8,11 @@ and fractions inside; no sentinels: a value that does not exist is None.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
+
+from advisor.core.engines import EngineConfig, Offload
+from advisor.core.layout import ParallelLayout
+from advisor.core.workload import Workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +66,11 @@ class CollectiveReport:
     what: str
     op: str
     phase: str
-    span: str
     group_size: int
+    ranks_per_node: int
+    """Members of the collective's process group inside one node."""
+    nodes: int
+    """Nodes the group spans."""
     count_per_step: int
     buffer_bytes: float
     """Size of the buffer per occurrence (full, unsharded)."""
@@ -125,28 +133,6 @@ class Throughput:
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
-    micro_batch: int
-    grad_accum: int
-    global_batch_tokens: int
-    seq_len: int
-    act_ckpt: str
-    precision: str
-    master_weights: bool
-    """fp32 master weights and moments kept (mixed precision); False: pure 16-bit."""
-    optimizer: str
-    flash_attention: bool
-    compile: bool
-    sync_each_micro_batch: bool
-    """Gradients reduced every micro-batch rather than once per step."""
-    fused_loss: bool
-    fsdp_version: int | None
-    """FSDP strategies only."""
-    offload: str
-    """none, cpu or nvme: where optimizer state (and for ZeRO-3 / FSDP, params) live."""
-
-
-@dataclass(frozen=True, slots=True)
 class ClusterInfo:
     spec: str
     gpu: str
@@ -180,22 +166,54 @@ class ModelInfo:
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
+    """One plan: a strategy at one workload on one layout, with every figure. A plan that does
+    not fit is still an Estimate (`fits` false, with the reason in numbers and the cheapest fix);
+    a strategy that cannot run here at all is an `InfeasiblePlan`."""
+
     strategy: str
     engine: str
     fits: bool
     reason: str | None
-    """Why it does not fit or cannot run, in numbers."""
+    """Why it does not fit, in numbers (None when it fits)."""
     fix: str | None
     """The cheapest change that would make it fit."""
-    settings: Settings
+    workload: Workload
+    """The workload it was made for: every setting decided."""
+    layout: ParallelLayout
+    """How the strategy arranges the ranks."""
+    engine_config: EngineConfig
+    """What the engine is asked to do (the config files are written from it)."""
+    offload: Offload
+    """none, cpu or nvme: where optimizer state (and for ZeRO-3 / FSDP, params) live."""
     cluster: ClusterInfo
     model: ModelInfo
-    memory: Memory | None
-    """None only when the strategy cannot run on this cluster at all (see reason)."""
-    communication: Communication | None
-    time: StepTime | None
-    throughput: Throughput | None
+    memory: Memory
+    communication: Communication
+    time: StepTime
+    throughput: Throughput
     notes: list[str] = field(default_factory=list)
+    kind: Literal["estimate"] = "estimate"
+
+
+@dataclass(frozen=True, slots=True)
+class InfeasiblePlan:
+    """A strategy that cannot run on this cluster or with this workload at all (HSDP on one
+    node, DeepSpeed without master weights...): the reason and the fix, no figures."""
+
+    strategy: str
+    engine: str
+    reason: str
+    fix: str | None
+    workload: Workload
+    cluster: ClusterInfo
+    model: ModelInfo
+    notes: list[str] = field(default_factory=list)
+    fits: Literal[False] = False
+    kind: Literal["infeasible"] = "infeasible"
+
+
+Plan = Estimate | InfeasiblePlan
+"""What an estimate of one strategy answers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +224,7 @@ class Recommendation:
     """One or two plain sentences: the choice, what dominates, what would change it."""
     rule_of_thumb: str
     """How the choice compares with the FSDP/ZeRO-3/offload rule of thumb."""
-    estimates: list[Estimate]
+    estimates: list[Estimate | InfeasiblePlan]
     """Every strategy at its best settings, fitting ones ranked by throughput, chosen first."""
     cluster: ClusterInfo
     model: ModelInfo

@@ -7,24 +7,20 @@ serialises them and derives their JSON Schema, so CLI and API cannot drift apart
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 from pydantic import TypeAdapter
 
-from advisor.core.results import Estimate, Recommendation
+from advisor.core.results import Estimate, InfeasiblePlan, Recommendation
+
+Result = Estimate | InfeasiblePlan | Recommendation
 
 
 @cache
-def adapter(cls: type) -> TypeAdapter:
+def adapter(cls: Any) -> TypeAdapter[Any]:
     return TypeAdapter(cls)
 
 
-def to_json(result: Estimate | Recommendation, indent: int | None = 2) -> str:
+def to_json(result: Result, indent: int | None = 2) -> str:
     return adapter(type(result)).dump_json(result, indent=indent).decode()
 
-
-def to_dict(result: Estimate | Recommendation) -> dict:
-    return adapter(type(result)).dump_python(result, mode="json")
-
-
-def json_schema(cls: type[Estimate] | type[Recommendation]) -> dict:
-    return adapter(cls).json_schema()

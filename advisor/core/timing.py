@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from advisor.core import compute
 from advisor.core.communication import Collective, collective_time_s
-from advisor.strategies.base import Context, HostWork, Strategy
+from advisor.core.context import Context
+from advisor.core.protocol import HostWork, Strategy
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,11 +5,14 @@ Byte counts per parameter for each precision and optimizer live here, once, with
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cache
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from advisor.core.units import parse_count
 
 Precision = Literal["bf16", "fp16", "fp32", "fp8"]
 OptimizerName = Literal["adamw", "adam8bit", "sgd"]
@@ -23,43 +26,66 @@ MAX_MICRO_BATCH = 4096
 MAX_GRAD_ACCUM = 65536
 
 
-class Workload(BaseModel):
+def _whole_count(v: Any) -> Any:
+    """`4k` / `32K` / `128k` (binary: 4,096 tokens) or a plain integer, for sequence lengths."""
+    if not isinstance(v, str):
+        return v
+    value = parse_count(v, binary=True)
+    if not math.isfinite(value) or value != int(value):
+        raise ValueError(f"{v!r} is not a whole number of tokens (e.g. 4096, 4k, 32K)")
+    return int(value)
+
+
+SeqLen = Annotated[int, BeforeValidator(_whole_count)]
+_WORKLOAD = {"x-group": "workload"}  # where the CLI and the form show the field
+
+
+class WorkloadOptions(BaseModel):
+    """The workload's fixed inputs: the request takes them as they are (a field added here is a
+    request field, a CLI flag and a form field with no other edit)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True,
+                              allow_inf_nan=False)
+
+    seq_len: SeqLen = Field(default=4096, gt=0, le=MAX_SEQ_LEN, json_schema_extra=_WORKLOAD)
+    """Tokens per sample, e.g. 4096 or 4k (K = 1024 here)."""
+    optimizer: OptimizerName = Field(default="adamw", json_schema_extra=_WORKLOAD)
+    """adamw, adam8bit (bitsandbytes) or sgd."""
+    master_weights: bool = Field(default=True, json_schema_extra=_WORKLOAD)
+    """Keep mixed precision's fp32 master weights, gradients and moments; false: pure 16-bit
+    training, everything in the 16-bit dtype (a model loaded in bf16 and trained without mixed
+    precision, e.g. Accelerate FSDP before 0.30 with a bf16 checkpoint, the HF blog "From
+    DeepSpeed to FSDP and Back Again"'s memory-constrained mode): 2 + 2 + 4 B per parameter
+    with AdamW instead of 16, at a numerical cost. DDP and FSDP only (DeepSpeed keeps fp32)."""
+    flash_attention: bool = Field(default=True, json_schema_extra=_WORKLOAD)
+    """Memory-efficient attention (flash / sdpa: no s x s scores kept, causal blocks skipped);
+    false: eager attention."""
+    compile: bool = Field(default=False, json_schema_extra=_WORKLOAD)
+    """torch.compile: fused norms and pointwise ops (less activation memory, higher efficiency)."""
+    fused_loss: bool = Field(default=False, json_schema_extra=_WORKLOAD)
+    """A fused cross-entropy kernel that reads the 16-bit logits without an fp32 copy
+    (flash-attn's `CrossEntropyLoss`, Liger Kernel's, llm-foundry's default): the loss holds the
+    logits and their gradient, 2 elements, instead of HF's fp32 upcast (activations.logits_bytes)."""
+
+
+class Workload(WorkloadOptions):
     """One concrete training step per GPU: every field decided (the search fills the open ones)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-    seq_len: int = Field(default=4096, gt=0, le=MAX_SEQ_LEN)
-    """Tokens per sample."""
     micro_batch: int = Field(default=1, gt=0, le=MAX_MICRO_BATCH)
     """Samples per GPU per forward/backward."""
     grad_accum: int = Field(default=1, gt=0, le=MAX_GRAD_ACCUM)
     """Micro-batches per optimizer step."""
     precision: Precision = "bf16"
     """Compute precision. bf16/fp16/fp8 keep fp32 master weights (mixed precision); fp32 is pure."""
-    master_weights: bool = True
-    """Mixed precision's fp32 copies: master weights, fp32 gradients for the step and fp32
-    optimizer moments. False: everything stays in the 16-bit dtype (a model loaded in bf16 and
-    trained without mixed precision, e.g. Accelerate FSDP before 0.30 with a bf16 checkpoint, the
-    HF blog "From DeepSpeed to FSDP and Back Again"'s memory-constrained mode): 2 + 2 + 4 B per
-    parameter with AdamW instead of 16, at a numerical cost. DeepSpeed always keeps fp32 copies."""
-    optimizer: OptimizerName = "adamw"
     act_ckpt: ActCkpt = "none"
     """Activation checkpointing: none, selective (recompute norms, activations and attention
     internals; keep matmul inputs), or full (keep each layer's input only)."""
-    flash_attention: bool = True
-    """Memory-efficient attention (no s x s scores kept, causal blocks skipped)."""
-    compile: bool = False
-    """torch.compile: fused norms and pointwise ops (less activation memory, higher efficiency)."""
     sync_each_micro_batch: bool = False
     """Reduce gradients after every micro-batch instead of once per optimizer step (Accelerate's
     `GradientAccumulationPlugin(sync_each_batch=True)`; what Composer / llm-foundry FSDP always
     does). With accumulation, FSDP then keeps only its sharded gradients (no unsharded buffer)
     and reduce-scatters every micro-batch; DDP all-reduces every micro-batch. DeepSpeed ZeRO
     reduces every micro-batch either way."""
-    fused_loss: bool = False
-    """A fused cross-entropy kernel that reads the 16-bit logits without an fp32 copy
-    (flash-attn's `CrossEntropyLoss`, llm-foundry's default): the loss holds the logits and
-    their gradient, 2 elements, instead of HF's fp32 upcast (see activations.logits_bytes)."""
 
     def tokens_per_step(self, data_parallel: int) -> int:
         """Global batch in tokens: micro_batch x seq_len x grad_accum x data-parallel ranks."""

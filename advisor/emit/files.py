@@ -26,21 +26,18 @@ from pathlib import Path
 import jinja2
 import yaml
 
+from advisor.core.engines import ZeroConfig
 from advisor.core.errors import Infeasible, InvalidInput
 from advisor.core.model import ModelSpec
-from advisor.core.results import Estimate, Recommendation
+from advisor.core.results import Estimate, InfeasiblePlan, Recommendation
 from advisor.core.text import MAX_PATH_CHARS, check_text, markdown, one_line
 from advisor.core.units import GB, GiB, duration_text
-from advisor.emit.plan import (
-    ACCELERATE_PRECISION,
-    EmitOptions,
-    Plan,
-    Tree,
-    accelerate_config,
-    ds_config,
-    plain,
-    reasons,
-)
+from advisor.emit.accelerate import accelerate_config
+from advisor.emit.choices import ACCELERATE_PRECISION, EmitOptions, Plan, Tree, plain, reasons
+from advisor.emit.deepspeed import ds_config
+from advisor.requests.jobs import run_recommend
+from advisor.requests.models import RecommendRequest, validate_request
+from advisor.strategies import get_strategy
 
 
 def templates_dir() -> Path:
@@ -98,52 +95,55 @@ def script_notes(e: Estimate, deepspeed: Tree | None) -> list[str]:
         notes.append("ds_config.json names the optimizer, so create it with "
                      "`accelerate.utils.DummyOptim(model.parameters(), lr=..., weight_decay=...)`; "
                      "DeepSpeed then runs its CPU Adam on the offloaded state")
-    if e.settings.act_ckpt == "full" and e.engine in ("ddp", "deepspeed"):
+    if e.workload.act_ckpt == "full" and e.engine in ("ddp", "deepspeed"):
         notes.append("enable full activation checkpointing in the model: "
                      "`model.gradient_checkpointing_enable()` for transformers models")
-    if e.settings.act_ckpt == "selective":
+    if e.workload.act_ckpt == "selective":
         notes.append("selective activation checkpointing (recompute norms, activations and attention "
                      "internals, keep matmul outputs) is applied in the model code, e.g. torch's "
                      "`create_selective_checkpoint_contexts` policy; Accelerate has no switch for it")
-    if not e.settings.master_weights and e.settings.precision != "fp32":
-        notes.append(f"the estimate keeps no fp32 copies: load the model in {e.settings.precision} "
-                     f"(`torch_dtype=torch.{'bfloat16' if e.settings.precision == 'bf16' else 'float16'}`)"
+    if not e.workload.master_weights and e.workload.precision != "fp32":
+        notes.append(f"the estimate keeps no fp32 copies: load the model in {e.workload.precision} "
+                     f"(`torch_dtype=torch.{'bfloat16' if e.workload.precision == 'bf16' else 'float16'}`)"
                      " and train without mixed precision (mixed_precision: no)")
-    if e.settings.sync_each_micro_batch and e.settings.grad_accum > 1:
+    if e.workload.sync_each_micro_batch and e.workload.grad_accum > 1:
         notes.append("the estimate reduces gradients every micro-batch: create the Accelerator with "
                      "`gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps="
-                     f"{e.settings.grad_accum}, sync_each_batch=True)`")
-    if e.settings.fused_loss:
+                     f"{e.workload.grad_accum}, sync_each_batch=True)`")
+    if e.workload.fused_loss:
         notes.append("the estimate assumes a fused cross-entropy that keeps no fp32 copy of the "
                      "logits, e.g. flash-attn's `CrossEntropyLoss` or Liger Kernel's")
-    if e.settings.flash_attention:
+    if e.workload.flash_attention:
         notes.append("the estimate assumes flash attention: load the model with "
                      "`attn_implementation=\"flash_attention_2\"` or `\"sdpa\"`")
     return notes
 
 
-def check_emittable(est: Estimate, options: EmitOptions) -> None:
-    """Raise InvalidInput, naming the field, for a plan that cannot become runnable files."""
-    if est.memory is None:
+def check_emittable(est: Estimate | InfeasiblePlan, options: EmitOptions) -> Estimate:
+    """The estimate, if it can become runnable files; else InvalidInput naming the field."""
+    if isinstance(est, InfeasiblePlan):
         raise InvalidInput("strategy", f"{est.strategy} cannot run on {est.cluster.spec}: {est.reason}",
                            est.fix)
     if not est.fits:
         raise InvalidInput("strategy", f"{est.strategy} does not fit on {est.cluster.spec}: "
                            f"{est.reason}", est.fix)
-    if est.settings.offload == "nvme" and not options.nvme_path:
+    if est.offload == "nvme" and not options.nvme_path:
         raise InvalidInput("nvme_path", f"{est.strategy} swaps parameters and optimizer state to "
                            "NVMe and needs a directory on a local NVMe drive",
                            "--nvme-path /local_nvme (the same path on every node)")
-    if est.settings.precision not in ACCELERATE_PRECISION:
-        raise InvalidInput("precision", f"emit writes no {est.settings.precision} recipe yet "
+    if est.workload.precision not in ACCELERATE_PRECISION:
+        raise InvalidInput("precision", f"emit writes no {est.workload.precision} recipe yet "
                            "(fp8 needs Transformer Engine / torchao settings)", "bf16, fp16, fp32")
+    return est
 
 
-def build_plan(e: Estimate, model: ModelSpec, options: EmitOptions, why: list[str],
+def build_plan(est: Estimate | InfeasiblePlan, model: ModelSpec, options: EmitOptions, why: list[str],
                notes: list[str], folder: Path) -> Plan:
-    """The plan for estimate `e`, to be written into `folder` (absolute, final location)."""
-    check_emittable(e, options)
-    ds = ds_config(e, model, options) if e.engine == "deepspeed" else None
+    """The plan for estimate `est`, to be written into `folder` (absolute, final location): one
+    emitter per engine, chosen by the estimate's engine config."""
+    e = check_emittable(est, options)
+    config = e.engine_config
+    ds = ds_config(e, config, model, options) if isinstance(config, ZeroConfig) else None
     ds_path = str(folder / "ds_config.json") if ds else None
     acc = accelerate_config(e, model, options, ds_path)
     notes = list(dict.fromkeys([*notes, *e.cluster.notes, *e.notes]))  # in order, once each
@@ -242,8 +242,9 @@ def alternative_folder(rank: int, e: Estimate) -> str:
     return f"alternatives/{rank}-{e.strategy}"
 
 
-def write_plans(out: str | Path, chosen: Estimate, model: ModelSpec, options: EmitOptions,
-                why: list[str], notes: list[str], alternatives: Sequence[Estimate] = ()) -> list[Plan]:
+def write_plans(out: str | Path, chosen: Estimate | InfeasiblePlan, model: ModelSpec,
+                options: EmitOptions, why: list[str], notes: list[str],
+                alternatives: Sequence[Estimate] = ()) -> list[Plan]:
     """Render the chosen plan into `out` and each alternative into out/alternatives/<rank>-<name>/."""
     root = check_out(out)
     alts = [(alternative_folder(i, a),
@@ -264,7 +265,7 @@ def write_recommendation(rec: Recommendation, model: ModelSpec, out: str | Path,
         raise InvalidInput("alternatives", f"{alternatives} is negative", ">= 0")
     if rec.chosen is None:
         raise Infeasible("no plan fits, so there is nothing to write: " + " ".join(rec.summary))
-    fitting = [e for e in rec.estimates if e.fits]
+    fitting = [e for e in rec.estimates if isinstance(e, Estimate) and e.fits]
     misfits = [f"Not {e.strategy}: {e.reason}" + (f"; fix: {e.fix}" if e.fix else "")
                for e in rec.estimates if not e.fits]
     return write_plans(out, fitting[0], model, options, [*rec.summary, rec.rule_of_thumb, *misfits],
@@ -274,10 +275,6 @@ def write_recommendation(rec: Recommendation, model: ModelSpec, out: str | Path,
 def emit_strategy(data: dict, strategy: str, out: str | Path, options: EmitOptions) -> list[Plan]:
     """`advisor emit`: the job in `data` (request fields) under one strategy, at the best
     micro-batch and checkpointing the search finds for it (or those given), written to `out`."""
-    from advisor.requests.jobs import run_recommend
-    from advisor.requests.models import RecommendRequest, validate_request
-    from advisor.strategies import get_strategy
-
     get_strategy(strategy)  # InvalidInput naming `strategy` for an unknown name
     rec, model = run_recommend(validate_request(RecommendRequest, {**data, "strategies": [strategy]}))
     return write_plans(out, rec.estimates[0], model, options, rec.summary, rec.notes)
@@ -285,7 +282,7 @@ def emit_strategy(data: dict, strategy: str, out: str | Path, options: EmitOptio
 
 def summary_line(plan: Plan, out: str | Path) -> str:
     """One line for the terminal: where the files went and what they hold."""
-    e, s = plan.estimate, plan.estimate.settings
+    e, s = plan.estimate, plan.estimate.workload
     names = ["accelerate_config.yaml"] + (["ds_config.json"] if plan.deepspeed else []) + [
         "launch.sh", "PLAN.md"]
     return (f"wrote {out}: {e.strategy}, micro-batch {s.micro_batch} x grad-accum {s.grad_accum}, "

@@ -34,13 +34,15 @@ import statistics
 from collections.abc import Callable
 
 from advisor.core import compute
+from advisor.core.context import Context
 from advisor.core.hardware import Cluster
+from advisor.core.layout import ParallelLayout
 from advisor.core.priors import Priors, default_priors
+from advisor.core.protocol import make_context
 from advisor.core.timing import step_parts
 from advisor.profiles.standin import measured_device_spec, profile_cluster, run_model_spec, run_workload
 from advisor.profiles.use import FitTerm, apply_overrides, with_stand_in
 from advisor.strategies import get_strategy
-from advisor.strategies.base import Context
 
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
               "reduce_scatter": lambda n: (n - 1) / n}
@@ -110,7 +112,7 @@ def fit_compute(fit: Fit, m: dict, cluster: Cluster, arch: str) -> float:
     shape = [v / max(1.0, max(raw)) for v in raw]
     fit.overrides.setdefault("gemm_efficiency", {})[arch] = {"x": x, "y": shape}
     ctx = Context(cluster=cluster, model=run_model_spec(runs["model"]), workload=run_workload(runs),
-                  priors=fit.priors)
+                  priors=fit.priors, layout=ParallelLayout.shard(cluster.num_gpus))  # (compute only)
     mb = compute.micro_batch_time(ctx)
     k = (mb.forward_s + mb.backward_s) / runs["local_median_s"]
     y = [v * k for v in shape]
@@ -227,12 +229,13 @@ def fit_overlap(fit: Fit, m: dict, cluster: Cluster) -> None:
     runs = {r["strategy"]: r for r in m["runs"]["runs"]}
     model, workload = run_model_spec(m["runs"]["model"]), run_workload(m["runs"])
 
-    def ctx(priors: Priors) -> Context:
-        return Context(cluster=cluster, model=model, workload=workload, priors=priors)
+    def ctx(priors: Priors, name: str) -> Context:
+        return make_context(cluster, model, workload, priors, get_strategy(name))
 
     def step_s(strategy: str, **tables: dict) -> float:
         """Predicted step with the fitted priors and `tables` laid over them."""
-        return step_parts(ctx(apply_overrides(fit.priors, tables, fit.name)), get_strategy(strategy)).step_s
+        priors = apply_overrides(fit.priors, tables, fit.name)
+        return step_parts(ctx(priors, strategy), get_strategy(strategy)).step_s
 
     if INTERFERENCE_RUN in runs:
         run = runs[INTERFERENCE_RUN]
@@ -248,7 +251,7 @@ def fit_overlap(fit: Fit, m: dict, cluster: Cluster) -> None:
             continue
         timed = runs[name]["ranks"][0]["step_s"]
         measured, sigma = runs[name]["median_step_s"], _spread(timed)
-        kind, modules = get_strategy(name).framework_hooks(ctx(fit.priors))
+        kind, modules = get_strategy(name).framework_hooks(ctx(fit.priors, name))
         no_hooks = {kind: 0.0}
 
         def gap(o: float, name=name, engine=engine, no_hooks=no_hooks, measured=measured) -> float:
@@ -266,7 +269,7 @@ def fit_overlap(fit: Fit, m: dict, cluster: Cluster) -> None:
         timed = runs["zero3"]["ranks"][0]["step_s"]
         measured = runs["zero3"]["median_step_s"]
         residual = measured - step_s("zero3", framework_overhead_s_per_module={"zero3": 0.0})
-        _, modules = get_strategy("zero3").framework_hooks(ctx(fit.priors))
+        _, modules = get_strategy("zero3").framework_hooks(ctx(fit.priors, "zero3"))
         fit.add("framework_overhead_s_per_module.zero3", max(0.0, residual) / modules, _spread(timed),
                 len(timed), f"zero3 step time the fitted DeepSpeed overlap leaves unexplained, per "
                 f"hooked module ({modules})")

@@ -13,16 +13,45 @@ No torch here: `advisor validate` imports this and runs the strategies through t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import jinja2
 
+from advisor.core.engines import DdpConfig, EngineConfig, FsdpConfig, ZeroConfig
+from advisor.core.hardware import ClusterOverrides, parse_cluster
+from advisor.core.model import ModelSpec
 from advisor.core.priors import Priors, default_priors
+from advisor.core.protocol import make_context
 from advisor.core.units import GiB, MiB
+from advisor.core.workload import Workload
 from advisor.profiles import standin as device
 from advisor.profiles.use import Profile, apply_overrides, architecture_of, with_stand_in
+from advisor.strategies import STRATEGY_NAMES, get_strategy
 
-RUNNABLE_STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero2-offload", "zero3")
-"""Strategies calibration/strategy_runs.py can run (advisor names), in run order."""
+
+def runnable(config: EngineConfig) -> bool:
+    """Whether calibration/strategy_runs.py can run this engine config: DDP, FSDP2 FULL_SHARD on
+    the GPU, DeepSpeed ZeRO-1/2/3 with at most the optimizer offloaded to the CPU."""
+    if isinstance(config, FsdpConfig):
+        return config.version == 2 and config.sharding == "FULL_SHARD" and not config.cpu_offload
+    if isinstance(config, ZeroConfig):
+        return config.offload_params is None and config.offload_optimizer in (None, "cpu")
+    return isinstance(config, DdpConfig)
+
+
+def engine_config_of(name: str, model: ModelSpec, world: int) -> EngineConfig:
+    """The engine config strategy `name` asks for, for `model` on `world` ranks of one node."""
+    strategy = get_strategy(name)
+    cluster = parse_cluster(f"{world}xA100", ClusterOverrides(gpus_per_node=world))
+    return strategy.engine_config(make_context(cluster, model, Workload(), default_priors(), strategy))
+
+
+@cache
+def runnable_strategies() -> tuple[str, ...]:
+    """Strategies calibration/strategy_runs.py can run (advisor names), in registry order. Any
+    small model gives the same answer: runnable() reads only the kind of config."""
+    probe = ModelSpec(name="probe", layers=1, hidden=64, heads=1, kv_heads=1, ffn=128, vocab=256)
+    return tuple(n for n in STRATEGY_NAMES if runnable(engine_config_of(n, probe, 2)))
 CPU_MEMORY_TOLERANCE = 0.15
 """Stated bound on |predicted - measured| / measured, calibrated, for the CPU runs of ddp, fsdp,
 zero1-3 (tests). zero2-offload is outside it in CPU mode: its "offloaded" state stays in the

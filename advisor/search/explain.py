@@ -1,88 +1,16 @@
-"""Plain-language reasons: why the chosen plan, what dominates it, what would change it, how it
-compares with the rule of thumb, and the cheapest fix for a plan that does not fit."""
+"""Plain-language reasons: why the chosen plan, what dominates it, what would change it, and how
+it compares with the rule of thumb (the cheapest fix of a misfit is advisor/search/fixes.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from advisor.core.hardware import Cluster, gpu_catalog
-from advisor.core.memory import does_not_fit, memory_breakdown
+from advisor.core.hardware import Cluster
 from advisor.core.model import ModelSpec
-from advisor.core.priors import Priors
-from advisor.core.results import Estimate, Settings
-from advisor.core.units import GiB, gib_text
-from advisor.core.workload import Workload
-from advisor.strategies import get_strategy
-from advisor.strategies.base import Context, Strategy
-
-if TYPE_CHECKING:
-    from advisor.search.ranking import SearchSpace
-
-TIE_FRACTION = 0.03
-"""Plans within this fraction of each other's tokens/s are a tie within the model's error."""
+from advisor.core.results import Estimate, InfeasiblePlan
+from advisor.core.units import gib_text
+from advisor.search.fixes import TIE_FRACTION
 
 RULE_OF_THUMB = ("FSDP below 10B params or with NVLink, DeepSpeed ZeRO-3 above 10B on limited "
                  "GPUs, ZeRO-Infinity offload when nothing else fits")
-
-
-def workload_of(s: Settings) -> Workload:
-    return Workload(seq_len=s.seq_len, micro_batch=s.micro_batch, grad_accum=s.grad_accum,
-                    precision=s.precision, master_weights=s.master_weights, optimizer=s.optimizer,
-                    act_ckpt=s.act_ckpt,
-                    flash_attention=s.flash_attention, compile=s.compile,
-                    sync_each_micro_batch=s.sync_each_micro_batch, fused_loss=s.fused_loss)
-
-
-def cheapest_fix(est: Estimate, space: SearchSpace, cluster: Cluster, model: ModelSpec,
-                 priors: Priors) -> str | None:
-    """The smallest change that makes this (smallest-memory) plan fit, in words."""
-    mem = est.memory
-    if mem is None:
-        return None
-    if mem.per_gpu_bytes.total <= mem.usable_bytes:
-        if mem.cpu_per_node_bytes > mem.cpu_capacity_per_node_bytes * priors.offload.host_ram_usable_fraction:
-            need = mem.cpu_per_node_bytes / priors.offload.host_ram_usable_fraction
-            return f"nodes with at least {need / GiB:.0f} GiB of host RAM (--cpu-ram-gib), or more nodes"
-        return f"nodes with at least {gib_text(mem.nvme_bytes)} of NVMe"
-    strategy = get_strategy(est.strategy, space.fsdp_version)
-    workload = workload_of(est.settings)
-    scaled = _scale_out(cluster, model, workload, strategy, priors)
-    if scaled is not None and scaled.num_gpus <= 4 * cluster.num_gpus:
-        return (f"{scaled.num_gpus} GPUs ({scaled.nodes} x {scaled.gpus_per_node}) "
-                f"instead of {cluster.num_gpus}")
-    needed = mem.per_gpu_bytes.total / (1 - priors.overhead.memory_safety_fraction)
-    bigger = sorted((g for g in gpu_catalog().values() if g.memory_in_GiB * GiB >= needed),
-                    key=lambda g: g.memory_in_GiB)
-    options = []
-    if strategy.family == "ddp":  # a replica per GPU: sharding is the fix, not a bigger GPU
-        options.append("a sharded strategy (fsdp, zero3)")
-    if bigger:
-        options.append(f"a GPU with at least {gib_text(needed)} ({bigger[0].name})")
-    if scaled is not None:
-        options.append(f"{scaled.num_gpus} GPUs ({scaled.nodes} x {scaled.gpus_per_node})")
-    if options:
-        return ", or ".join(options)
-    return "a sharded or offloaded strategy (zero3, fsdp, zero3-offload)"
-
-
-def _scale_out(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: Strategy,
-               priors: Priors) -> Cluster | None:
-    """The smallest multiple of the current node count on which the plan fits; None when more
-    GPUs stop lowering its memory (nothing sharded is left to shrink) or after 64x."""
-    candidates = []
-    if cluster.nodes == 1 and cluster.gpus_per_node < cluster.gpu.node.gpus_per_node:
-        cluster = cluster.model_copy(update={"gpus_per_node": cluster.gpu.node.gpus_per_node})
-        candidates.append(cluster)
-    candidates += [cluster.with_nodes(cluster.nodes * 2**k) for k in range(1, 7)]
-    previous = float("inf")
-    for bigger in candidates:
-        memory = memory_breakdown(Context(bigger, model, workload, priors), strategy)
-        if does_not_fit(memory, priors.offload.host_ram_usable_fraction) is None:
-            return bigger
-        if memory.per_gpu_bytes.total >= previous:
-            return None
-        previous = memory.per_gpu_bytes.total
-    return None
 
 
 def _share(part: float, whole: float) -> str:
@@ -107,21 +35,21 @@ def rule_of_thumb_pick(cluster: Cluster, model: ModelSpec, resident_fits: bool) 
     return "fsdp" if model.params < 10e9 or nvlink else "zero3"
 
 
-def explain(chosen: Estimate | None, ranked: list[Estimate], cluster: Cluster,
+def explain(chosen: Estimate | None, ranked: list[Estimate | InfeasiblePlan], cluster: Cluster,
             model: ModelSpec) -> tuple[list[str], str]:
     """Summary sentences and the rule-of-thumb comparison."""
-    fitting = [e for e in ranked if e.fits]
-    resident = any(e.fits and e.settings.offload == "none" for e in ranked)
+    fitting = [e for e in ranked if isinstance(e, Estimate) and e.fits]
+    resident = any(e.offload == "none" for e in fitting)
     rule_pick = rule_of_thumb_pick(cluster, model, resident)
     if chosen is None:
-        closest = min((e for e in ranked if e.memory), key=lambda e: e.memory.per_gpu_bytes.total,
-                      default=None)
+        closest = min((e for e in ranked if isinstance(e, Estimate)),
+                      key=lambda e: e.memory.per_gpu_bytes.total, default=None)
         lines = [f"Nothing fits on {cluster.num_gpus} x {cluster.gpu.name}."]
         if closest is not None:
             lines.append(f"Closest: {closest.strategy}, {closest.reason}; fix: {closest.fix}.")
         return lines, (f"Rule of thumb ({RULE_OF_THUMB}) says {rule_pick}; the model finds that "
                        "nothing fits either, so change the hardware or the sequence length.")
-    s, m, tp = chosen.settings, chosen.memory.per_gpu_bytes, chosen.throughput
+    s, m, tp = chosen.workload, chosen.memory.per_gpu_bytes, chosen.throughput
     first = (f"{chosen.strategy} at micro-batch {s.micro_batch} x grad-accum {s.grad_accum} with "
              f"{s.act_ckpt} checkpointing: {tp.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, MFU "
              f"{100 * tp.mfu:.0f}%, {gib_text(m.total)} of {gib_text(chosen.memory.capacity_bytes)} "
@@ -148,7 +76,7 @@ def explain(chosen: Estimate | None, ranked: list[Estimate], cluster: Cluster,
             f"params on {cluster.gpu.intra_node_link}; the model {verdict}")
     if verdict == "differs":
         pick = next((e for e in ranked if e.strategy == rule_pick), None)
-        if pick is not None and pick.fits:
+        if isinstance(pick, Estimate) and pick.fits:
             rule += (f": {rule_pick} predicts {pick.throughput.tokens_per_s_per_gpu:,.0f} "
                      f"tokens/s/GPU vs {tp.tokens_per_s_per_gpu:,.0f}")
         elif pick is not None:
@@ -157,7 +85,7 @@ def explain(chosen: Estimate | None, ranked: list[Estimate], cluster: Cluster,
 
 
 def _what_would_change(e: Estimate) -> str:
-    t, s = e.time, e.settings
+    t, s = e.time, e.workload
     if t.offload_s > 0.3 * t.step_s:
         return "More GPU memory or more GPUs would remove the offload, which is the bottleneck."
     if t.exposed_comm_s > 0.2 * t.step_s:

@@ -12,72 +12,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from advisor.core.errors import Infeasible, InvalidInput
-from advisor.core.estimate import cluster_info, estimate, model_info
+from advisor.core.context import Context
+from advisor.core.errors import Infeasible
+from advisor.core.estimate import cluster_info, estimate, feasible_context, model_info
 from advisor.core.hardware import Cluster
 from advisor.core.memory import does_not_fit, memory_breakdown
 from advisor.core.model import ModelSpec
 from advisor.core.priors import Priors
-from advisor.core.results import Estimate, Recommendation
+from advisor.core.protocol import Strategy
+from advisor.core.results import Estimate, InfeasiblePlan, Recommendation
 from advisor.core.timing import step_parts
-from advisor.core.workload import ACT_CKPTS, MAX_GRAD_ACCUM, ActCkpt, Workload
-from advisor.search.explain import TIE_FRACTION, cheapest_fix, explain
-from advisor.strategies import STRATEGY_NAMES, get_strategy
-from advisor.strategies.base import Context, Strategy
-
-MICRO_BATCH_LADDER = (1, 2, 4, 8, 16, 32, 64)
-
-
-@dataclass(frozen=True, slots=True)
-class SearchSpace:
-    """What the user fixed and what the search may choose."""
-
-    base: Workload
-    """Precision, optimizer, sequence length, flash/compile; micro-batch and ckpt overridden."""
-    micro_batches: tuple[int, ...] = MICRO_BATCH_LADDER
-    act_ckpts: tuple[ActCkpt, ...] = ACT_CKPTS
-    sync_options: tuple[bool, ...] = (False, True)
-    """`Workload.sync_each_micro_batch` values tried for FSDP plans with accumulation (it trades
-    the unsharded gradient buffer for a reduce-scatter per micro-batch); other plans keep base's."""
-    grad_accum: int | None = None
-    """Fixed gradient accumulation; None: 1, or derived from global_batch_tokens."""
-    global_batch_tokens: int | None = None
-    strategies: tuple[str, ...] = STRATEGY_NAMES
-    fsdp_version: int = 2
-    tokens_to_train: float | None = None
-
-
-def grad_accum_for(space: SearchSpace, micro_batch: int, world: int) -> int:
-    """Gradient accumulation that gives the requested global batch; raises Infeasible if the
-    global batch is not a multiple of micro_batch x seq_len x world."""
-    if space.global_batch_tokens is None:
-        return space.grad_accum or 1
-    per_micro = micro_batch * space.base.seq_len * world
-    if space.global_batch_tokens % per_micro:
-        raise Infeasible(f"global batch {space.global_batch_tokens} tokens is not a multiple of "
-                         f"micro-batch {micro_batch} x {space.base.seq_len} tokens x {world} GPUs")
-    grad_accum = space.global_batch_tokens // per_micro
-    if grad_accum > MAX_GRAD_ACCUM:
-        raise Infeasible(f"global batch {space.global_batch_tokens} tokens needs {grad_accum} "
-                         f"accumulation steps at micro-batch {micro_batch}, over {MAX_GRAD_ACCUM}")
-    return grad_accum
-
-
-def check_global_batch(space: SearchSpace, world: int) -> None:
-    """The global batch must be reachable by at least one micro-batch of the space."""
-    if space.global_batch_tokens is None:
-        return
-    unit = space.base.seq_len * world
-    if space.global_batch_tokens % unit or space.global_batch_tokens < unit:
-        raise InvalidInput("global_batch_tokens",
-                           f"{space.global_batch_tokens} tokens is not a multiple of seq_len x GPUs"
-                           f" = {space.base.seq_len} x {world} = {unit}",
-                           f"a positive multiple of {unit}")
-    largest = max(space.micro_batches) * MAX_GRAD_ACCUM * unit
-    if space.global_batch_tokens > largest:
-        raise InvalidInput("global_batch_tokens",
-                           f"{space.global_batch_tokens} tokens needs more than {MAX_GRAD_ACCUM} "
-                           "accumulation steps at every micro-batch", f"at most {largest}")
+from advisor.core.workload import Workload
+from advisor.search.explain import explain
+from advisor.search.fixes import TIE_FRACTION, cheapest_fix
+from advisor.search.space import SearchSpace, check_global_batch, grad_accum_for
+from advisor.strategies import get_strategy
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,12 +46,11 @@ def _score(ctx: Context, strategy: Strategy) -> _Candidate:
     tps = 0.0
     if fits:
         step = step_parts(ctx, strategy).step_s
-        tps = ctx.workload.tokens_per_step(ctx.world) / step / ctx.world
+        tps = ctx.workload.tokens_per_step(ctx.dp) / step / ctx.layout.world
     return _Candidate(ctx.workload, fits, memory.per_gpu_bytes.total, tps)
 
 
-def _candidates(space: SearchSpace, cluster: Cluster, model: ModelSpec, priors: Priors,
-                strategy: Strategy) -> list[_Candidate]:
+def _candidates(space: SearchSpace, base: Context, strategy: Strategy) -> list[_Candidate]:
     """Checkpointing modes (x gradient-sync modes for FSDP) x the micro-batch ladder, each ladder
     stopped at the first size that does not fit (memory grows with the micro-batch)."""
     syncs = space.sync_options if strategy.family == "fsdp" else (space.base.sync_each_micro_batch,)
@@ -111,7 +59,7 @@ def _candidates(space: SearchSpace, cluster: Cluster, model: ModelSpec, priors: 
         for sync in syncs:
             for mb in space.micro_batches:
                 try:
-                    ga = grad_accum_for(space, mb, cluster.num_gpus)
+                    ga = grad_accum_for(space, mb, base.dp)
                 except Infeasible:
                     continue
                 if sync and ga == 1 and len(syncs) > 1:
@@ -119,55 +67,54 @@ def _candidates(space: SearchSpace, cluster: Cluster, model: ModelSpec, priors: 
                 workload = space.base.model_copy(update={
                     "micro_batch": mb, "act_ckpt": ckpt, "grad_accum": ga,
                     "sync_each_micro_batch": sync})
-                candidate = _score(Context(cluster, model, workload, priors), strategy)
+                candidate = _score(replace(base, workload=workload), strategy)
                 found.append(candidate)
                 if not candidate.fits:
                     break
     return found
 
 
-def _rank_key(e: Estimate) -> tuple:
-    tps = e.throughput.tokens_per_s_per_gpu if e.throughput else 0.0
-    mem = e.memory.per_gpu_bytes.total if e.memory else float("inf")
-    return (not e.fits, -tps if e.fits else mem)
+def _rank_key(e: Estimate | InfeasiblePlan) -> tuple[bool, float]:
+    if isinstance(e, InfeasiblePlan):
+        return (True, float("inf"))
+    return (not e.fits, -e.throughput.tokens_per_s_per_gpu if e.fits else e.memory.per_gpu_bytes.total)
 
 
-def prefer_resident(ranked: list[Estimate]) -> list[Estimate]:
+def prefer_resident(ranked: list[Estimate | InfeasiblePlan]) -> list[Estimate | InfeasiblePlan]:
     """Ranked plans, with the fastest plan that keeps everything on the GPU moved first when the
     top plan offloads and this one is within a tie (TIE_FRACTION) of it: offload needs host RAM
     and CPU time the estimate only approximates, for no real gain."""
-    if not ranked or not ranked[0].fits or ranked[0].settings.offload == "none":
+    if not ranked or not isinstance(ranked[0], Estimate) or not ranked[0].fits or ranked[0].offload == "none":
         return ranked
     top = ranked[0].throughput.tokens_per_s_per_gpu
     for i, e in enumerate(ranked):
-        if (e.fits and e.settings.offload == "none"
+        if (isinstance(e, Estimate) and e.fits and e.offload == "none"
                 and e.throughput.tokens_per_s_per_gpu >= (1 - TIE_FRACTION) * top):
             return [e, *ranked[:i], *ranked[i + 1:]]
     return ranked
 
 
 def best_per_strategy(space: SearchSpace, cluster: Cluster, model: ModelSpec,
-                      priors: Priors) -> tuple[list[Estimate], int, int]:
+                      priors: Priors) -> tuple[list[Estimate | InfeasiblePlan], int, int]:
     """The best plan of each strategy, ranked; plus candidates evaluated and infeasible."""
-    check_global_batch(space, cluster.num_gpus)
-    best, evaluated, infeasible = [], 0, 0
+    best: list[Estimate | InfeasiblePlan] = []
+    evaluated = infeasible = 0
     for name in space.strategies:
         strategy = get_strategy(name, space.fsdp_version)
-        try:
-            strategy.check(Context(cluster, model, space.base, priors))
-            cluster.gpu.peak_flops(space.base.precision)
-        except Infeasible:  # cannot run here at all: the estimate carries the reason
-            best.append(estimate(cluster, model, space.base, strategy, priors, space.tokens_to_train))
+        base = feasible_context(cluster, model, space.base, strategy, priors)
+        if isinstance(base, InfeasiblePlan):  # cannot run here at all: it carries the reason
+            best.append(base)
             evaluated, infeasible = evaluated + 1, infeasible + 1
             continue
-        found = _candidates(space, cluster, model, priors, strategy)
+        check_global_batch(space, base.dp)
+        found = _candidates(space, base, strategy)
         evaluated += len(found)
         infeasible += sum(not c.fits for c in found)
         if not found:
             continue
         top = min(found, key=lambda c: (not c.fits, -c.tokens_per_s_per_gpu if c.fits else c.memory_bytes))
         est = estimate(cluster, model, top.workload, strategy, priors, space.tokens_to_train)
-        if not est.fits:
+        if isinstance(est, Estimate) and not est.fits:
             est = replace(est, fix=cheapest_fix(est, space, cluster, model, priors))
         best.append(est)
     best.sort(key=_rank_key)
@@ -177,7 +124,7 @@ def best_per_strategy(space: SearchSpace, cluster: Cluster, model: ModelSpec,
 def recommend(space: SearchSpace, cluster: Cluster, model: ModelSpec,
               priors: Priors) -> Recommendation:
     ranked, evaluated, infeasible = best_per_strategy(space, cluster, model, priors)
-    chosen = ranked[0] if ranked and ranked[0].fits else None
+    chosen = ranked[0] if ranked and isinstance(ranked[0], Estimate) and ranked[0].fits else None
     summary, rule = explain(chosen, ranked, cluster, model)
     notes = list(cluster.notes)
     if model.inferred:

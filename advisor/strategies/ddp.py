@@ -14,23 +14,31 @@ from __future__ import annotations
 from typing import ClassVar
 
 from advisor.core.communication import Collective
-from advisor.core.units import MiB
-from advisor.strategies.base import Buffers, Context, Engine, HostWork, ModelStates
-
-DDP_BUCKET_BYTES = 25 * MiB  # bucket_cap_mb default
+from advisor.core.context import Context
+from advisor.core.engines import DdpConfig, Engine, Offload
+from advisor.core.hardware import Cluster
+from advisor.core.layout import ParallelLayout
+from advisor.core.protocol import Buffers, Family, HookKind, HostWork, ModelStates
 
 
 class DDP:
     name: ClassVar[str] = "ddp"
-    family: ClassVar[str] = "ddp"
+    family: ClassVar[Family] = "ddp"
     description: ClassVar[str] = "PyTorch DDP: full replica per GPU, gradient all-reduce"
-
-    offload: ClassVar[str] = "none"
-    fsdp_version: ClassVar[None] = None
 
     @property
     def engine(self) -> Engine:
         return "ddp"
+
+    @property
+    def offload(self) -> Offload:
+        return "none"
+
+    def layout(self, cluster: Cluster) -> ParallelLayout:
+        return ParallelLayout.replicate(cluster.num_gpus)
+
+    def engine_config(self, ctx: Context) -> DdpConfig:
+        return DdpConfig()
 
     def check(self, ctx: Context) -> None:
         return None
@@ -48,9 +56,9 @@ class DDP:
     def buffers(self, ctx: Context) -> Buffers:
         """The reducer's flat buckets live as long as the model; autocast's 16-bit copies of the
         matmul weights (not embeddings or norms) are saved for backward."""
-        items = {"DDP gradient buckets": self._weight_bytes(ctx) * ctx.P}
+        items = {"DDP gradient buckets": float(self._weight_bytes(ctx) * ctx.P)}
         if ctx.bytes.master:
-            items["autocast 16-bit weight copies"] = ctx.bytes.compute * ctx.model.matmul_params
+            items["autocast 16-bit weight copies"] = float(ctx.bytes.compute * ctx.model.matmul_params)
         return Buffers(items, at_step=frozenset({"DDP gradient buckets"}))
 
     def residual_bytes(self, ctx: Context) -> int:
@@ -58,9 +66,9 @@ class DDP:
         return self._weight_bytes(ctx)
 
     def collectives(self, ctx: Context) -> list[Collective]:
-        return [Collective(op="all_reduce", phase="backward", span="cluster",
+        return [Collective(op="all_reduce", phase="backward", group=ctx.group("dp_replicate"),
                            buffer_bytes=self._weight_bytes(ctx) * ctx.P,
-                           bucket_bytes=DDP_BUCKET_BYTES,
+                           bucket_bytes=self.engine_config(ctx).bucket_cap_bytes,
                            per_micro_batch=ctx.workload.sync_each_micro_batch,
                            what="gradient all-reduce")]
 
@@ -70,5 +78,5 @@ class DDP:
     def gpu_optimizer_params(self, ctx: Context) -> float:
         return float(ctx.P)
 
-    def framework_hooks(self, ctx: Context) -> tuple[str, int]:
+    def framework_hooks(self, ctx: Context) -> tuple[HookKind, int]:
         return "ddp", 0

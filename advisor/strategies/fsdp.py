@@ -26,38 +26,54 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from advisor.core.communication import Collective
+from advisor.core.context import Context
+from advisor.core.engines import Engine, FsdpConfig, Offload
 from advisor.core.errors import Infeasible
-from advisor.strategies.base import Buffers, Context, Engine, HostWork, ModelStates
+from advisor.core.hardware import Cluster
+from advisor.core.layout import ParallelLayout
+from advisor.core.protocol import Buffers, Family, HookKind, HostWork, ModelStates
 
 
 class _FSDP:
     name: ClassVar[str]
-    family: ClassVar[str] = "fsdp"
+    family: ClassVar[Family] = "fsdp"
     description: ClassVar[str]
-    reshard_after_forward: ClassVar[bool] = True
-    hybrid: ClassVar[bool] = False
+    sharding: ClassVar[Literal["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD"]] = "FULL_SHARD"
     cpu_offload: ClassVar[bool] = False
 
     def __init__(self, fsdp_version: Literal[1, 2] = 2):
-        self.fsdp_version = fsdp_version
+        self.fsdp_version: Literal[1, 2] = fsdp_version
+
+    @property
+    def reshard_after_forward(self) -> bool:
+        return self.sharding != "SHARD_GRAD_OP"
 
     @property
     def engine(self) -> Engine:
         return "fsdp2" if self.fsdp_version == 2 else "fsdp1"
 
     @property
-    def offload(self) -> str:
+    def offload(self) -> Offload:
         return "cpu" if self.cpu_offload else "none"
+
+    def layout(self, cluster: Cluster) -> ParallelLayout:
+        """One shard group of every GPU (HYBRID_SHARD: one per node, replicated across nodes)."""
+        if self.sharding == "HYBRID_SHARD":
+            return ParallelLayout.hybrid(cluster.nodes, cluster.gpus_per_node)
+        return ParallelLayout.shard(cluster.num_gpus)
+
+    def engine_config(self, ctx: Context) -> FsdpConfig:
+        return FsdpConfig(version=self.fsdp_version, sharding=self.sharding,
+                          reshard_after_forward=self.reshard_after_forward,
+                          cpu_offload=self.cpu_offload, replicas=ctx.layout.dp_replicate,
+                          shard_size=ctx.layout.dp_shard)
 
     def check(self, ctx: Context) -> None:
         return None
 
-    def shard_group(self, ctx: Context) -> int:
-        """Ranks one parameter is sharded over: all GPUs, or one node's for HYBRID_SHARD."""
-        return ctx.cluster.gpus_per_node if self.hybrid else ctx.world
-
     def _shard(self, ctx: Context) -> float:
-        return ctx.P / self.shard_group(ctx)
+        """Parameters in this rank's shard: P / dp_shard."""
+        return ctx.P / ctx.layout.dp_shard
 
     @staticmethod
     def _shard_element(ctx: Context) -> int:
@@ -85,13 +101,13 @@ class _FSDP:
     def buffers(self, ctx: Context) -> Buffers:
         m, c, g = ctx.model, ctx.bytes.compute, ctx.bytes.grad
         root = m.embedding_params + m.head_params
-        items = {"gathered root (embedding, head)": c * root}
+        items = {"gathered root (embedding, head)": float(c * root)}
         if self.reshard_after_forward:
-            items["all-gather buffer (one unit)"] = c * m.layer_params
+            items["all-gather buffer (one unit)"] = float(c * m.layer_params)
         else:
-            items[f"gathered layer units ({m.layers})"] = c * m.layers * m.layer_params
+            items[f"gathered layer units ({m.layers})"] = float(c * m.layers * m.layer_params)
         if self._unsharded_accumulation(ctx):
-            items["unsharded gradients (no_sync accumulation)"] = g * ctx.P
+            items["unsharded gradients (no_sync accumulation)"] = float(g * ctx.P)
         return Buffers(items)
 
     def residual_bytes(self, ctx: Context) -> int:
@@ -100,23 +116,23 @@ class _FSDP:
 
     def collectives(self, ctx: Context) -> list[Collective]:
         m = ctx.model
-        span = "node" if self.hybrid else "cluster"
+        shard = ctx.group("dp_shard")
         unit = ctx.bytes.compute * m.layer_params
         param = ctx.bytes.compute * ctx.P
         grad = ctx.bytes.grad * ctx.P
         every = ctx.workload.sync_each_micro_batch
-        out = [Collective("all_gather", "forward", span, param, unit, True,
+        out = [Collective("all_gather", "forward", shard, param, unit, True,
                           "parameter all-gather (forward)")]
         if self.reshard_after_forward:
-            out.append(Collective("all_gather", "backward", span, param, unit, True,
+            out.append(Collective("all_gather", "backward", shard, param, unit, True,
                                   "parameter all-gather (backward)"))
-        out.append(Collective("reduce_scatter", "backward", span, grad, ctx.bytes.grad * m.layer_params,
+        out.append(Collective("reduce_scatter", "backward", shard, grad, ctx.bytes.grad * m.layer_params,
                               every, "gradient reduce-scatter"))
-        if self.hybrid:
-            shard_grad = grad / ctx.cluster.gpus_per_node
-            out.append(Collective("all_reduce", "backward", "across_nodes", shard_grad,
-                                  ctx.bytes.grad * m.layer_params / ctx.cluster.gpus_per_node,
-                                  every, "gradient all-reduce across nodes (replicas)"))
+        if ctx.layout.dp_replicate > 1:
+            m_shard = ctx.layout.dp_shard
+            out.append(Collective("all_reduce", "backward", ctx.group("dp_replicate"), grad / m_shard,
+                                  ctx.bytes.grad * m.layer_params / m_shard, every,
+                                  "gradient all-reduce across replicas"))
         return out
 
     def host_work(self, ctx: Context) -> HostWork:
@@ -132,9 +148,10 @@ class _FSDP:
     def gpu_optimizer_params(self, ctx: Context) -> float:
         return 0.0 if self.cpu_offload else self._shard(ctx)
 
-    def framework_hooks(self, ctx: Context) -> tuple[str, int]:
+    def framework_hooks(self, ctx: Context) -> tuple[HookKind, int]:
         """One pre/post hook pair per FSDP unit: the layers and the root."""
-        return self.engine, ctx.model.layers + 1
+        kind: HookKind = "fsdp2" if self.fsdp_version == 2 else "fsdp1"
+        return kind, ctx.model.layers + 1
 
 
 class FSDPFullShard(_FSDP):
@@ -144,13 +161,13 @@ class FSDPFullShard(_FSDP):
 
 class FSDPGradOp(_FSDP):
     name = "fsdp-grad-op"
-    reshard_after_forward = False
+    sharding = "SHARD_GRAD_OP"
     description = "FSDP SHARD_GRAD_OP: gradients and optimizer sharded, params kept after forward"
 
 
 class HSDP(_FSDP):
     name = "hsdp"
-    hybrid = True
+    sharding = "HYBRID_SHARD"
     description = "FSDP HYBRID_SHARD: shard within a node, replicate across nodes"
 
     def check(self, ctx: Context) -> None:
@@ -162,4 +179,4 @@ class HSDP(_FSDP):
 class FSDPOffload(_FSDP):
     name = "fsdp-offload"
     cpu_offload = True
-    description = "FSDP FULL_SHARD with parameters, gradients and optimizer step on the CPU"
+    description = "FSDP FULL_SHARD with parameters, gradients and the optimizer step on the CPU"

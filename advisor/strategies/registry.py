@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from advisor.core.errors import InvalidInput
-from advisor.strategies.base import Strategy
+from advisor.core.protocol import Strategy
 from advisor.strategies.ddp import DDP
 from advisor.strategies.fsdp import HSDP, FSDPFullShard, FSDPGradOp, FSDPOffload
 from advisor.strategies.zero import Zero1, Zero2, Zero2Offload, Zero3, Zero3NVMe, Zero3Offload

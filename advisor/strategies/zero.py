@@ -6,60 +6,34 @@ partition (stages 1-2), an fp32 gradient partition for the step (4 B), and the o
 master + moments (12 B for AdamW). Stage 3 accumulates gradients straight into an fp32 partition
 (`grad_partitions_flat_buffer`, gradient_accumulation_dtype fp32), so it has no 16-bit partition.
 
-Buckets are the sizes `advisor emit` writes (Hugging Face's "auto" rule from
-transformers.integrations.deepspeed: reduce_bucket_size = h^2, stage3_prefetch_bucket_size =
-0.9 h^2, stage3_param_persistence_threshold = 10 h), in elements, as DeepSpeed counts them.
+Buckets are the sizes `advisor emit` writes (advisor/core/engines.py `DeepSpeedBuckets`), in
+elements, as DeepSpeed counts them.
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from advisor.core.communication import Collective
+from advisor.core.context import Context
+from advisor.core.engines import (
+    NVME_OPTIMIZER_SUBGROUP_ELEMENTS,
+    NVME_PARAM_BUFFER_COUNT,
+    DeepSpeedBuckets,
+    Engine,
+    Offload,
+    ZeroConfig,
+    nvme_param_buffer_elements,
+)
 from advisor.core.errors import Infeasible
+from advisor.core.hardware import Cluster
+from advisor.core.layout import ParallelLayout
 from advisor.core.model import ModelSpec
-from advisor.strategies.base import Buffers, Context, Engine, HostWork, ModelStates
+from advisor.core.protocol import Buffers, Family, HookKind, HostWork, ModelStates
 
 FP32 = 4
-# ZeRO-Infinity parameter swapping (runtime/swap_tensor/constants.py, zero/offload_config.py):
-# DeepSpeed's default is 5 buffers of 1e8 elements; see nvme_param_buffer_elements.
-NVME_PARAM_BUFFER_COUNT = 5
-NVME_PARAM_BUFFER_ELEMENTS = 100_000_000
-# Optimizer swapping works on sub-groups of sub_group_size (1e9 elements) fp32 tensors; two are
-# in flight (pipeline read/write).
-NVME_OPTIMIZER_SUBGROUP_ELEMENTS = 1e9
-
-
-@dataclass(frozen=True, slots=True)
-class DeepSpeedBuckets:
-    """Bucket sizes in elements, the values `advisor emit` writes into ds_config.json."""
-
-    reduce_bucket_size: int
-    allgather_bucket_size: int
-    stage3_prefetch_bucket_size: int
-    stage3_param_persistence_threshold: int
-    stage3_max_live_parameters: int = 1_000_000_000
-    sub_group_size: int = 1_000_000_000
-
-    @classmethod
-    def for_model(cls, model: ModelSpec) -> DeepSpeedBuckets:
-        h2 = model.hidden * model.hidden
-        return cls(reduce_bucket_size=h2, allgather_bucket_size=h2,
-                   stage3_prefetch_bucket_size=max(1, int(0.9 * h2)),
-                   stage3_param_persistence_threshold=10 * model.hidden)
-
-
-def nvme_param_buffer_elements(model: ModelSpec, world: int) -> int:
-    """Elements per ZeRO-Infinity parameter swap buffer, the value `advisor emit` writes:
-    DeepSpeed's 1e8 default, raised to the largest per-rank parameter partition in whole
-    millions (partitioned_param_swapper.py asserts numel <= buffer size)."""
-    largest = max(model.embedding_params, model.head_params, model.hidden * model.ffn)
-    need = math.ceil(largest / world / 1e6) * 1_000_000
-    return max(NVME_PARAM_BUFFER_ELEMENTS, need)
 
 
 @lru_cache(maxsize=256)
@@ -106,20 +80,30 @@ class _Zero:
     """Shared pieces of the ZeRO family; each subclass states its own stage and offload."""
 
     name: ClassVar[str]
-    family: ClassVar[str] = "deepspeed"
+    family: ClassVar[Family] = "deepspeed"
     description: ClassVar[str]
-    stage: ClassVar[int]
-    offload_optimizer: ClassVar[str | None] = None
-    offload_params: ClassVar[str | None] = None
-    fsdp_version: ClassVar[None] = None
+    stage: ClassVar[Literal[1, 2, 3]]
+    offload_optimizer: ClassVar[Literal["cpu", "nvme"] | None] = None
+    offload_params: ClassVar[Literal["cpu", "nvme"] | None] = None
 
     @property
     def engine(self) -> Engine:
         return "deepspeed"
 
     @property
-    def offload(self) -> str:
+    def offload(self) -> Offload:
         return self.offload_optimizer or "none"
+
+    def layout(self, cluster: Cluster) -> ParallelLayout:
+        """ZeRO partitions over its data-parallel group: every GPU."""
+        return ParallelLayout.shard(cluster.num_gpus)
+
+    def engine_config(self, ctx: Context) -> ZeroConfig:
+        nvme = (nvme_param_buffer_elements(ctx.model, ctx.dp) if self.offload_params == "nvme"
+                else None)
+        return ZeroConfig(stage=self.stage, buckets=DeepSpeedBuckets.for_model(ctx.model),
+                          offload_optimizer=self.offload_optimizer, offload_params=self.offload_params,
+                          nvme_buffer_elements=nvme)
 
     def check(self, ctx: Context) -> None:
         if not ctx.workload.master_weights and ctx.workload.precision != "fp32":
@@ -136,8 +120,8 @@ class _Zero:
         return DeepSpeedBuckets.for_model(ctx.model)
 
     def _shard(self, ctx: Context) -> float:
-        """Parameters in this rank's partition: P / N."""
-        return ctx.P / ctx.world
+        """Parameters in this rank's partition: P / N over the data-parallel group."""
+        return ctx.P / ctx.dp
 
     def gpu_optimizer_params(self, ctx: Context) -> float:
         return 0.0 if self.offload_optimizer else self._shard(ctx)
@@ -145,31 +129,32 @@ class _Zero:
     def residual_bytes(self, ctx: Context) -> int:
         return ctx.bytes.compute
 
-    def framework_hooks(self, ctx: Context) -> tuple[str, int]:
+    def framework_hooks(self, ctx: Context) -> tuple[HookKind, int]:
         """Stage 3 hooks every submodule (fetch/release); stages 1-2 every parameter's grad."""
         modules = ctx.model.layers * ctx.model.modules_per_layer + 3
         return ("zero3" if self.stage == 3 else "zero12"), modules
 
     def collectives(self, ctx: Context) -> list[Collective]:
         b = self.buckets(ctx)
+        dp = ctx.group("dp_shard")
         param = ctx.bytes.compute * ctx.P
         grad = ctx.bytes.grad * ctx.P
         reduce_bucket = b.reduce_bucket_size * ctx.bytes.grad
         if self.stage == 3:
             fetch_bucket = b.stage3_prefetch_bucket_size * ctx.bytes.compute
             return [
-                Collective("all_gather", "forward", "cluster", param, fetch_bucket, True,
+                Collective("all_gather", "forward", dp, param, fetch_bucket, True,
                            "parameter all-gather (forward)"),
-                Collective("all_gather", "backward", "cluster", param, fetch_bucket, True,
+                Collective("all_gather", "backward", dp, param, fetch_bucket, True,
                            "parameter all-gather (backward)"),
-                Collective("reduce_scatter", "backward", "cluster", grad, reduce_bucket, True,
+                Collective("reduce_scatter", "backward", dp, grad, reduce_bucket, True,
                            "gradient reduce-scatter"),
             ]
         return [
             # Stage 1 reduces at the accumulation boundary only; stage 2 every micro-batch.
-            Collective("reduce_scatter", "backward", "cluster", grad, reduce_bucket,
+            Collective("reduce_scatter", "backward", dp, grad, reduce_bucket,
                        self.stage == 2, "gradient reduce-scatter"),
-            Collective("all_gather", "step", "cluster", param,
+            Collective("all_gather", "step", dp, param,
                        b.allgather_bucket_size * ctx.bytes.compute, False,
                        "updated-parameter all-gather"),
         ]
@@ -178,15 +163,15 @@ class _Zero:
         b = self.buckets(ctx)
         c = ctx.bytes.compute
         if self.stage < 3:
-            items = {"reduce buckets (2, overlap_comm)": 2 * b.reduce_bucket_size * ctx.bytes.grad,
-                     "all-gather bucket": b.allgather_bucket_size * c}
+            items = {"reduce buckets (2, overlap_comm)": float(2 * b.reduce_bucket_size * ctx.bytes.grad),
+                     "all-gather bucket": float(b.allgather_bucket_size * c)}
             return Buffers(items, at_step=frozenset(items))
-        persistent = {"reduce bucket": b.reduce_bucket_size * ctx.bytes.grad,
-                      "persistent small params": c * persistent_params(
-                          ctx.model, b.stage3_param_persistence_threshold)}
+        persistent = {"reduce bucket": float(b.reduce_bucket_size * ctx.bytes.grad),
+                      "persistent small params": float(c * persistent_params(
+                          ctx.model, b.stage3_param_persistence_threshold))}
         return Buffers({
-            "gathered largest module, params + grads": 2 * c * ctx.model.largest_layer_params,
-            "prefetch bucket": b.stage3_prefetch_bucket_size * c,
+            "gathered largest module, params + grads": float(2 * c * ctx.model.largest_layer_params),
+            "prefetch bucket": float(b.stage3_prefetch_bucket_size * c),
             **persistent,
         }, at_step=frozenset(persistent))
 
@@ -227,7 +212,7 @@ class Zero2(_Zero):
 
     def model_states(self, ctx: Context) -> ModelStates:
         s = self._shard(ctx)
-        partition = ctx.bytes.grad * (s + straddle_surplus(ctx.model, ctx.world))
+        partition = ctx.bytes.grad * (s + straddle_surplus(ctx.model, ctx.dp))
         return ModelStates(params=ctx.bytes.compute * ctx.P, grads=partition + FP32 * s,
                            optimizer=ctx.fp32_state * s, paper_grads=ctx.bytes.grad * s,
                            grads_at_backward_start=partition if ctx.workload.grad_accum > 1 else 0.0)
@@ -282,7 +267,7 @@ class Zero3NVMe(_Zero):
     def model_states(self, ctx: Context) -> ModelStates:
         s = self._shard(ctx)
         param_buffers = (NVME_PARAM_BUFFER_COUNT * ctx.bytes.compute
-                         * nvme_param_buffer_elements(ctx.model, ctx.world))
+                         * nvme_param_buffer_elements(ctx.model, ctx.dp))
         swap = param_buffers + 2 * FP32 * min(s, NVME_OPTIMIZER_SUBGROUP_ELEMENTS)
         return ModelStates(params=0.0, grads=0.0, optimizer=0.0,
                            cpu=FP32 * s + swap, nvme=(ctx.bytes.compute + ctx.fp32_state) * s)

@@ -22,8 +22,8 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from advisor.cli.main import request_data
+    from advisor.emit.choices import EmitOptions
     from advisor.emit.files import emit_strategy
-    from advisor.emit.plan import EmitOptions
 
     plans = emit_strategy(request_data(args), args.strategy, args.out,
                           EmitOptions(nvme_path=args.nvme_path))

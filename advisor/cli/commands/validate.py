@@ -38,13 +38,14 @@ CPU_MAX_HIDDEN = 1024  # CPU mode runs tiny shapes: anything larger takes minute
 
 def _run_args(args: argparse.Namespace, cpu: bool) -> list[str]:
     from advisor.core.errors import InvalidInput
-    from advisor.profiles.validation import RUNNABLE_STRATEGIES
+    from advisor.profiles.validation import runnable_strategies
 
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    bad = [n for n in names if n not in RUNNABLE_STRATEGIES]
+    runnable = runnable_strategies()
+    bad = [n for n in names if n not in runnable]
     if bad or not names:
         raise InvalidInput("strategies", f"cannot run {', '.join(bad) or 'nothing'}",
-                           ", ".join(RUNNABLE_STRATEGIES))
+                           ", ".join(runnable))
     out = ["measure", "--strategies", ",".join(names)]
     if args.model:
         from advisor.core.model import preset

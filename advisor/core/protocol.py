@@ -1,8 +1,9 @@
 """The strategy protocol: what each GPU holds, what it sends, what runs on the host.
 
-A strategy answers from a `Context` (cluster + model + workload + priors); it never sees another
-strategy's flags. `advisor/memory.py`, `advisor/communication.py` and `advisor/compute.py` turn
-its answers into bytes and seconds.
+A strategy answers from a `Context` (cluster + model + workload + priors + layout); it never
+sees another strategy's flags. advisor/core/memory.py, communication.py, compute.py and
+timing.py turn its answers into bytes and seconds; the implementations live in
+advisor/strategies/, one class each, behind the registry there.
 """
 
 from __future__ import annotations
@@ -11,44 +12,16 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal, Protocol
 
 from advisor.core.communication import Collective
+from advisor.core.context import Context
+from advisor.core.engines import Engine, EngineConfig, Offload
 from advisor.core.hardware import Cluster
+from advisor.core.layout import ParallelLayout
 from advisor.core.model import ModelSpec
 from advisor.core.priors import Priors
-from advisor.core.workload import ParamBytes, Workload, optimizer_state_bytes, param_bytes
+from advisor.core.workload import Workload
 
-Engine = Literal["ddp", "fsdp1", "fsdp2", "deepspeed"]
 Family = Literal["ddp", "deepspeed", "fsdp"]
-
-
-@dataclass(frozen=True, slots=True)
-class Context:
-    """Everything a strategy may read. Built once per estimate."""
-
-    cluster: Cluster
-    model: ModelSpec
-    workload: Workload
-    priors: Priors
-
-    @property
-    def P(self) -> int:  # noqa: N802 - the papers' name for the parameter count
-        return self.model.params
-
-    @property
-    def world(self) -> int:
-        return self.cluster.num_gpus
-
-    @property
-    def bytes(self) -> ParamBytes:
-        return param_bytes(self.workload.precision, self.workload.master_weights)
-
-    @property
-    def optimizer_state(self) -> int:
-        return optimizer_state_bytes(self.workload.optimizer, self.bytes.optimizer_element)
-
-    @property
-    def fp32_state(self) -> int:
-        """Bytes per parameter of optimizer-owned fp32 state: master copy + moments."""
-        return self.bytes.master + self.optimizer_state
+HookKind = Literal["ddp", "zero12", "zero3", "fsdp1", "fsdp2"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +90,8 @@ class Buffers:
 
 
 class Strategy(Protocol):
-    """One distributed-training strategy. Implementations are registered in `registry.py`."""
+    """One distributed-training strategy. Implementations are registered in
+    advisor/strategies/registry.py."""
 
     name: ClassVar[str]
     family: ClassVar[Family]
@@ -127,13 +101,16 @@ class Strategy(Protocol):
     def engine(self) -> Engine: ...
 
     @property
-    def offload(self) -> Literal["none", "cpu", "nvme"]:
+    def offload(self) -> Offload:
         """Where the optimizer state (and, for ZeRO-3 / FSDP, the params) live off the GPU."""
         ...
 
-    @property
-    def fsdp_version(self) -> int | None:
-        """1 or 2 for FSDP strategies, None otherwise."""
+    def layout(self, cluster: Cluster) -> ParallelLayout:
+        """How this strategy arranges the cluster's ranks (DDP replicates, FSDP shards...)."""
+        ...
+
+    def engine_config(self, ctx: Context) -> EngineConfig:
+        """What the engine is asked to do: the emitters and calibration read it."""
         ...
 
     def check(self, ctx: Context) -> None:
@@ -151,10 +128,17 @@ class Strategy(Protocol):
         """Parameters the optimizer updates on this GPU (0 when the step runs on the CPU)."""
         ...
 
-    def framework_hooks(self, ctx: Context) -> tuple[str, int]:
+    def framework_hooks(self, ctx: Context) -> tuple[HookKind, int]:
         """(hook kind in the priors, modules hooked per micro-batch) for host-side overhead."""
         ...
 
     def residual_bytes(self, ctx: Context) -> int:
         """Bytes per element of the residual stream: the module's dtype during forward."""
         ...
+
+
+def make_context(cluster: Cluster, model: ModelSpec, workload: Workload, priors: Priors,
+                 strategy: Strategy) -> Context:
+    """The context `strategy` runs in on `cluster`: its own layout of the ranks."""
+    return Context(cluster=cluster, model=model, workload=workload, priors=priors,
+                   layout=strategy.layout(cluster))
