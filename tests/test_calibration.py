@@ -99,7 +99,7 @@ def test_profile_changes_compute_collectives_and_overheads(profile):
     subtotal = eb.memory.per_gpu_bytes.total - eb.memory.per_gpu_bytes.overhead
     assert ea.memory.per_gpu_bytes.overhead == 0
     assert eb.memory.per_gpu_bytes.total - ea.memory.per_gpu_bytes.total == pytest.approx(
-        oh.cuda_context_bytes + oh.nccl_bytes_per_tier + oh.fragmentation_ddp * subtotal)
+        oh.cuda_context_bytes + oh.nccl_bytes_per_tier + oh.fragmentation["ddp"] * subtotal)
     # The fitted overlap and uncertainty reach the step time and its range.
     assert ea.time.step_s != eb.time.step_s
     assert (ea.time.high_s - ea.time.low_s) / ea.time.step_s != pytest.approx(

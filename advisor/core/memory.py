@@ -36,7 +36,7 @@ def memory_breakdown(ctx: Context, strategy: Strategy) -> Memory:
     oh = ctx.priors.overhead
     tiers = 2 if ctx.cluster.nodes > 1 else 1
     overhead = (oh.cuda_context_bytes + oh.nccl_bytes_per_tier * tiers
-                + oh.fragmentation(strategy.engine) * max(step, backward))
+                + oh.fragmentation[strategy.engine] * max(step, backward))
     per_gpu = MemoryPerGPU(
         params=states.params,
         grads=states.grads if at_step else states.grads_at_backward_start,

@@ -107,14 +107,15 @@ class OffloadPriors(_Strict):
 class OverheadPriors(_Strict):
     cuda_context_bytes: float = Field(ge=0, le=MAX_OVERHEAD_BYTES)
     nccl_bytes_per_tier: float = Field(ge=0, le=MAX_OVERHEAD_BYTES)
-    fragmentation_ddp: float = Field(ge=0, le=1)
-    fragmentation_fsdp2: float = Field(ge=0, le=1)
-    fragmentation_fsdp1: float = Field(ge=0, le=1)
-    fragmentation_deepspeed: float = Field(ge=0, le=1)
+    fragmentation: dict[str, float]
+    """Caching-allocator fragmentation by engine (ddp, fsdp1, fsdp2, deepspeed), a fraction of
+    the other allocated bytes."""
     memory_safety_fraction: float = Field(ge=0, lt=1)
 
-    def fragmentation(self, engine: str) -> float:
-        return getattr(self, f"fragmentation_{engine}")
+    @model_validator(mode="after")
+    def _engines(self) -> OverheadPriors:
+        _keyed(self.fragmentation, "overhead.fragmentation", ENGINES, 0, 1)
+        return self
 
 
 class Priors(_Strict):

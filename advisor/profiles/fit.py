@@ -207,8 +207,8 @@ def fit_host(fit: Fit, m: dict, cluster: Cluster, cpu_mode: bool) -> None:
 
 def fit_overheads(fit: Fit, m: dict, cpu_mode: bool) -> None:
     if cpu_mode:
-        for key in ("cuda_context_bytes", "nccl_bytes_per_tier", "fragmentation_ddp",
-                    "fragmentation_fsdp2", "fragmentation_deepspeed"):
+        for key in ("cuda_context_bytes", "nccl_bytes_per_tier", "fragmentation.ddp",
+                    "fragmentation.fsdp2", "fragmentation.deepspeed"):
             fit.add(f"overhead.{key}", 0.0, 0.0, 0, "CPU mode: no CUDA context, no NCCL, no caching "
                     "allocator (memory there is the peak of live tensor bytes)")
         return
@@ -221,7 +221,7 @@ def fit_overheads(fit: Fit, m: dict, cpu_mode: bool) -> None:
         ratios = [r["peak_reserved_bytes"] / r["peak_allocated_bytes"] - 1 for run in m["runs"]["runs"]
                   if run["strategy"] in runs for r in run["ranks"] if r["peak_allocated_bytes"]]
         if ratios:
-            fit.add(f"overhead.fragmentation_{engine}", max(0.0, max(ratios)), 0.1, len(ratios),
+            fit.add(f"overhead.fragmentation.{engine}", max(0.0, max(ratios)), 0.1, len(ratios),
                     "peak reserved / peak allocated - 1, worst rank")
 
 

@@ -18,7 +18,7 @@ whole model accumulate on the GPU and one reduce-scatter runs per step. With
 every micro-batch reduce-scatters and the fp32 sharded gradients accumulate instead: they are
 alive at the start of every backward after the first.
 FSDP1 differs in its allocator behaviour (recordStream, flat parameters), which the overhead
-priors carry (fragmentation_fsdp1), and in its overlap prior.
+priors carry (overhead.fragmentation.fsdp1), and in its overlap prior.
 """
 
 from __future__ import annotations
