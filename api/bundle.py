@@ -1,7 +1,7 @@
 """The config bundle of a plan: the files `advisor emit` writes, as a JSON map or a zip.
 
 The plan is chosen as `advisor emit` chooses it: the recommended plan, or with `strategy` the
-best plan of that strategy alone; advisor/emit.py renders the same files in memory.
+best plan of that strategy alone; advisor/emitters/files.py renders the same files in memory.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from starlette.exceptions import HTTPException
 
 from advisor.core.errors import Infeasible
 from advisor.core.results import Estimate, Recommendation
-from advisor.requests.resolve import resolve_model
 from api import service
 from api.schemas import ConfigsRequest, RecommendRequest
 
@@ -43,18 +42,16 @@ def choose_plan(req: ConfigsRequest) -> tuple[Estimate, Recommendation]:
 def plan_files(req: ConfigsRequest) -> dict[str, str]:
     """File name -> text, as `advisor emit` would write them."""
     try:
-        from advisor.emit.choices import EmitOptions
-        from advisor.emit.files import build_plan, render
+        from advisor.emitters.choices import EmitOptions
+        from advisor.emitters.files import build_plan, render
     except ImportError:
         raise HTTPException(501, "config emission is not available in this build "
-                                 "(advisor.emit.files cannot be imported)") from None
+                                 "(advisor.emitters.files cannot be imported)") from None
     plan, rec = choose_plan(req)
     why = rec.summary if req.strategy else [*rec.summary, rec.rule_of_thumb]
 
     def render_files() -> dict[str, str]:
-        model = resolve_model(req)
-        built = build_plan(plan, model, EmitOptions(nvme_path=req.nvme_path), why, rec.notes,
-                           PLAN_FOLDER)
+        built = build_plan(plan, EmitOptions(nvme_path=req.nvme_path), why, rec.notes, PLAN_FOLDER)
         return render(built, [])
 
     return service.guarded(render_files)

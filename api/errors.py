@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Mount
 
 from advisor.core.errors import AdvisorError, Infeasible, InvalidInput
+from advisor.core.units import number_text
 from api.schemas import ConfigsRequest, ErrorResponse, FieldError
 
 log = logging.getLogger("advisor.api")
@@ -36,11 +37,6 @@ def error_response(status: int, body: ErrorResponse, headers: dict[str, str] | N
     return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
 
 
-def _number(value: float) -> str:
-    """1048576 as written, 1e13 as 1e+13."""
-    return str(int(value)) if float(value).is_integer() and abs(value) < 1e7 else f"{value:g}"
-
-
 def _describe(prop: dict[str, Any]) -> str | None:
     """What one JSON Schema property allows, in words."""
     texts = []
@@ -57,7 +53,7 @@ def _describe(prop: dict[str, Any]) -> str | None:
         elif arm.get("type") == "string" and "maxLength" in arm:
             texts.append(f"{arm.get('minLength', 0)} to {arm['maxLength']} characters")
         else:
-            bounds = [f"{sym} {_number(arm[key])}" for key, sym in (
+            bounds = [f"{sym} {number_text(arm[key])}" for key, sym in (
                 ("exclusiveMinimum", ">"), ("minimum", ">="), ("exclusiveMaximum", "<"),
                 ("maximum", "<=")) if key in arm]
             if bounds:
@@ -89,10 +85,11 @@ def field_errors(errors: list[dict[str, Any]]) -> list[FieldError]:
         if err.get("type") == "json_invalid" and ctx_error:
             message = f"{message}: {ctx_error}"
         top = loc[0] if loc else ""
+        hint: str | None = None
         if err.get("type") == "extra_forbidden":
             message, hint = "unknown field", "the fields " + ", ".join(sorted(allowed))
-        else:
-            hint = allowed.get(top) if top in allowed else None
+        elif top in allowed:
+            hint = allowed[top]
         out.append(FieldError(field=field, message=message, allowed=hint))
     return out
 
@@ -109,11 +106,12 @@ def validation_body(errors: list[dict[str, Any]]) -> ErrorResponse:
                          field=first.field, allowed=first.allowed, errors=fields)
 
 
-async def _on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-    return error_response(422, validation_body(list(exc.errors())))
+async def _on_validation(_: Request, exc: Exception) -> JSONResponse:
+    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    return error_response(422, validation_body(list(errors)))
 
 
-async def _on_advisor_error(_: Request, exc: AdvisorError) -> JSONResponse:
+async def _on_advisor_error(_: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, InvalidInput):
         return error_response(422, invalid_input_body(exc))
     if isinstance(exc, Infeasible):
@@ -135,7 +133,9 @@ def _allowed_methods(request: Request) -> str:
     return ", ".join(sorted(methods))
 
 
-async def _on_http(request: Request, exc: HTTPException) -> JSONResponse:
+async def _on_http(request: Request, exc: Exception) -> JSONResponse:
+    if not isinstance(exc, HTTPException):
+        return await _on_unexpected(request, exc)
     code = _CODES.get(exc.status_code, "http_error")
     message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
     headers = dict(getattr(exc, "headers", None) or {})

@@ -107,7 +107,7 @@ def validate(state: FormState) -> RecommendRequest | None:
     try:
         req = RecommendRequest.model_validate(data)
     except ValidationError as exc:
-        for err in field_errors(list(exc.errors())):
+        for err in field_errors([dict(e) for e in exc.errors()]):
             state.add(err.field, err.message, err.allowed)
         return None
     if state.errors:

@@ -1,9 +1,9 @@
 """Request and response schemas of the REST API, in one module.
 
-The request bodies ARE the CLI's request models (`advisor/inputs.py`): the subclasses here add
+The request bodies ARE the CLI's request models (`advisor/requests/models.py`): the subclasses here add
 OpenAPI examples and one API-only bound (the pasted config.json must hold finite numbers in a
-shallow tree), nothing else. Responses are the result dataclasses of `advisor/results.py`,
-serialised by `advisor/schemas.py`, so `advisor ... --json` and the API print the same JSON.
+shallow tree), nothing else. Responses are the result dataclasses of `advisor/core/results.py`,
+serialised by `advisor/core/schemas.py`, so `advisor ... --json` and the API print the same JSON.
 """
 
 from __future__ import annotations
@@ -143,10 +143,9 @@ class Health(BaseModel):
 
 
 # A preset as `advisor models --json` prints it: ModelSpec's fields plus the exact `params`.
-ModelPreset = create_model(
-    "ModelPreset",
-    __config__=ConfigDict(extra="forbid"),
-    params=(int, ...),
+_PRESET_FIELDS: dict[str, Any] = {
+    "params": (int, ...),
     **{name: (info.annotation, info) for name, info in ModelSpec.model_fields.items()
        if name != "params_override"},
-)
+}
+ModelPreset = create_model("ModelPreset", __config__=ConfigDict(extra="forbid"), **_PRESET_FIELDS)

@@ -1,6 +1,6 @@
 """The domain calls behind the endpoints: request model -> advisor functions -> typed result.
 
-The same steps as the CLI (`advisor/cli.py`). A result is a pure function of its request and of
+The same steps as the CLI (`advisor/cli/main.py`). A result is a pure function of its request and of
 the calibration profiles stored (estimates use the newest profile of their GPU), so each kind
 keeps a bounded LRU cache keyed by the request's canonical JSON *and the store's version*
 (`profile_store.version_token`): a repeated request costs a dictionary look-up, and a profile
@@ -23,7 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from advisor.core import schemas
 from advisor.core.errors import AdvisorError, InvalidInput
-from advisor.core.results import Estimate, Recommendation
+from advisor.core.results import Estimate, InfeasiblePlan, Recommendation
 from advisor.profiles import store as profile_store
 from advisor.requests.jobs import run_estimate, run_recommend
 from api.errors import UnsupportedInput
@@ -95,7 +95,7 @@ def _key(text: str) -> tuple:
     return (text, profile_store.version_token())
 
 
-def _estimate(key: tuple) -> Estimate:
+def _estimate(key: tuple) -> Estimate | InfeasiblePlan:
     return _cached("estimate", key, lambda: run_estimate(EstimateRequest.model_validate_json(key[0])))
 
 
@@ -124,7 +124,7 @@ def recommend_sync(req: RecommendRequest) -> Recommendation:
     return _recommend(_key(_recommend_text(req)))
 
 
-async def estimate(req: EstimateRequest) -> Estimate:
+async def estimate(req: EstimateRequest) -> Estimate | InfeasiblePlan:
     key = _key(req.model_dump_json())
     return await _answer("estimate", key, lambda: _estimate(key))
 

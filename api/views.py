@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from advisor.core.results import Estimate, InfeasiblePlan, Recommendation
 from advisor.core.units import GB, GiB, duration_text
@@ -31,9 +32,10 @@ class TableRow:
 def table_row(rank: int, e: Estimate | InfeasiblePlan, chosen: str | None) -> TableRow:
     s = e.workload
     offload = e.offload if isinstance(e, Estimate) else "none"
-    base = dict(rank=rank, strategy=e.strategy, engine=e.engine, fits=e.fits,
-                chosen=e.strategy == chosen, reason=e.reason, fix=e.fix,
-                plan=f"{s.micro_batch} × {s.grad_accum}, ckpt {s.act_ckpt}, offload {offload}")
+    base: dict[str, Any] = dict(rank=rank, strategy=e.strategy, engine=e.engine, fits=e.fits,
+                                chosen=e.strategy == chosen, reason=e.reason, fix=e.fix,
+                                plan=f"{s.micro_batch} × {s.grad_accum}, ckpt {s.act_ckpt}, "
+                                     f"offload {offload}")
     if isinstance(e, InfeasiblePlan):
         return TableRow(**base, memory="–", comm="–", step="–", tokens_per_s="–", mfu="–",
                         time_to_train="–")

@@ -250,8 +250,9 @@ def finish(args: argparse.Namespace, fp: dict, m: dict, progress: Progress) -> N
     from advisor.profiles import fit
     from advisor.profiles import standin as device
     from advisor.profiles import validation as validate
+    from advisor.profiles.schema import Fingerprint, Profile, missing_terms, seal
     from advisor.profiles.store import store_path, write_atomic
-    from advisor.profiles.use import Fingerprint, Profile, missing_terms, save_profile, seal
+    from advisor.profiles.use import save_profile
 
     if args.command == "measure":
         text = json.dumps({"fingerprint": fp, "runs": m["runs"]}, indent=1)

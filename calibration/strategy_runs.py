@@ -5,7 +5,7 @@ the root, bf16 MixedPrecisionPolicy), zero1 / zero2 / zero3 (DeepSpeed, bf16) an
 zero2-offload (ZeRO-2 with the optimizer on the CPU). DeepSpeed gets a torch AdamW: no C++
 op build (DeepSpeedCPUAdam would be faster for offload; the profile's CPU-Adam rate is the torch
 one these runs use), and in CPU mode its shared-memory op is stubbed out (gloo does the work).
-Bucket sizes are the ones `advisor emit` writes (advisor/strategies/zero.py).
+Bucket sizes are the ones `advisor emit` writes (advisor/core/engines.py).
 
 Per rank and strategy it records (memory over building the engine, a warm-up step and one
 more step; the timed steps come after):
@@ -185,7 +185,7 @@ def run_strategy(name: str, cfg: RunConfig, device: torch.device) -> dict:
 def local_compute(cfg: RunConfig, device: torch.device) -> list[float]:
     """Forward + backward of the bare model (bf16 autocast, no wrapper, no communication, no
     optimizer): the compute the strategies share, timed like them. Fits the layer-level
-    efficiency (calibration/fit.py)."""
+    efficiency (advisor/profiles/fit.py)."""
     torch.manual_seed(0)
     module = TinyLlama(cfg.model).to(device)
     ids, labels = sample_batch(cfg.model, cfg.micro_batch, cfg.seq_len, seed=dist.get_rank(), device=device)

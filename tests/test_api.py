@@ -22,7 +22,7 @@ ERROR_KEYS = {"code", "message", "field", "allowed", "errors"}
 
 def emit_available() -> bool:
     try:
-        from advisor.emit.files import build_plan, render  # noqa: F401
+        from advisor.emitters.files import build_plan, render  # noqa: F401
     except ImportError:
         return False
     return True
@@ -265,7 +265,7 @@ def test_configs_json_and_zip(client):
     r = client.post("/v1/configs", json=job)
     if not emit_available():
         assert_error(r, 501, "not_implemented")
-        pytest.skip("advisor.emit.files is not available")
+        pytest.skip("advisor.emitters.files is not available")
     assert r.status_code == 200, r.text
     files = r.json()
     assert files and all(isinstance(v, str) and v for v in files.values())
@@ -281,7 +281,7 @@ def test_configs_json_and_zip(client):
 def test_configs_when_nothing_fits(client):
     r = client.post("/v1/configs", json={"model": "llama-3.1-405b", "gpus": "1xL4"})
     if not emit_available():
-        pytest.skip("advisor.emit.files is not available")
+        pytest.skip("advisor.emitters.files is not available")
     body = assert_error(r, 422, "infeasible")
     assert "no plan fits" in body["message"]
 
@@ -292,7 +292,7 @@ def test_configs_for_one_strategy_parse(client):
     job = {"model": "llama-3-8b", "gpus": "2x8xH100", "strategy": "zero3", "global_batch_tokens": "4M"}
     r = client.post("/v1/configs", json=job)
     if not emit_available():
-        pytest.skip("advisor.emit.files is not available")
+        pytest.skip("advisor.emitters.files is not available")
     assert r.status_code == 200, r.text
     files = r.json()
     ds = json.loads(files["ds_config.json"])
@@ -304,7 +304,7 @@ def test_configs_for_one_strategy_parse(client):
 
 def test_configs_field_errors(client):
     if not emit_available():
-        pytest.skip("advisor.emit.files is not available")
+        pytest.skip("advisor.emitters.files is not available")
     r = client.post("/v1/configs", json={"model": "llama-3-8b", "gpus": "8xA100", "strategy": "zero3-nvme"})
     assert_error(r, 422, "invalid_input", "nvme_path")
     r = client.post("/v1/configs", json={"model": "llama-3-8b", "gpus": "8xA100", "strategy": "zero3-nvme",
@@ -317,6 +317,7 @@ def test_calibrations_round_trip_and_change_estimates():
     content), list it, and see a named estimate refuse it for a GPU it was not measured on."""
     from pathlib import Path
 
+    from advisor.profiles import schema as profile_schema
     from advisor.profiles import use as profiles
 
     token = "t" * 32
@@ -324,7 +325,7 @@ def test_calibrations_round_trip_and_change_estimates():
     auth = {"Authorization": f"Bearer {token}"}
     shipped = Path(__file__).parents[1] / "calibration" / "profiles" / "example-cpu-gloo.json"
     profile = profiles.parse_profile(shipped.read_text()).model_copy(update={"name": "api-test-profile"})
-    body = json.loads(profiles.seal(profile).model_dump_json())
+    body = json.loads(profile_schema.seal(profile).model_dump_json())
     posted = client.post("/v1/calibrations", json=body, headers=auth)
     assert posted.status_code == 201, posted.text
     assert posted.json()["name"] == "api-test-profile"

@@ -22,7 +22,8 @@ from advisor.core.estimate import estimate
 from advisor.core.layout import ParallelLayout
 from advisor.profiles import fit
 from advisor.profiles import standin as device
-from advisor.profiles.use import apply_overrides, architecture_of, get_profile, list_profiles, missing_terms
+from advisor.profiles.schema import apply_overrides, architecture_of, missing_terms
+from advisor.profiles.use import get_profile, list_profiles
 from advisor.profiles.validation import CPU_MEMORY_TOLERANCE, Row, priors_pair
 from advisor.strategies import get_strategy
 

@@ -17,9 +17,9 @@ from advisor.cli.main import main
 from advisor.core.engines import NVME_PARAM_BUFFER_COUNT, nvme_param_buffer_elements
 from advisor.core.errors import InvalidInput
 from advisor.core.model import preset
-from advisor.emit import files as emit
-from advisor.emit.choices import EmitOptions, plain, reasons
-from advisor.emit.files import PLAN_MARKER, emit_strategy, write_recommendation
+from advisor.emitters import files as emit
+from advisor.emitters.choices import EmitOptions, plain, reasons
+from advisor.emitters.files import PLAN_MARKER, emit_strategy, write_recommendation
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = {"params": 1e9, "seq_len": 2048}
@@ -193,5 +193,5 @@ def test_recommend_with_nothing_fitting_writes_nothing(tmp_path):
     rec = Recommendation(chosen=None, summary=["Nothing fits."], rule_of_thumb="", estimates=[],
                          cluster=None, model=None, candidates_evaluated=0, infeasible_candidates=0)
     with pytest.raises(Infeasible):
-        write_recommendation(rec, preset("llama-3-8b"), tmp_path / "p", 0, EmitOptions())
+        write_recommendation(rec, tmp_path / "p", 0, EmitOptions())
     assert list(tmp_path.iterdir()) == []

@@ -15,8 +15,8 @@ import yaml
 
 from advisor.core.engines import DeepSpeedBuckets, FsdpConfig, ZeroConfig
 from advisor.core.model import infer_from_params
-from advisor.emit.choices import EmitOptions
-from advisor.emit.files import emit_strategy
+from advisor.emitters.choices import EmitOptions
+from advisor.emitters.files import emit_strategy
 from advisor.strategies import FSDP_NAMES, STRATEGY_NAMES, get_strategy
 
 pytest.importorskip("accelerate")

@@ -16,6 +16,7 @@ import httpx2
 import pytest
 from fastapi.testclient import TestClient
 
+from advisor.profiles import schema as profile_schema
 from advisor.profiles import store as profile_store
 from advisor.profiles import use as profiles
 from api import service
@@ -42,7 +43,7 @@ def client(home) -> TestClient:
 
 
 def _sealed(**update) -> dict:
-    return json.loads(profiles.seal(synthetic().model_copy(update=update)).model_dump_json())
+    return json.loads(profile_schema.seal(synthetic().model_copy(update=update)).model_dump_json())
 
 
 # -- 1. parsing: bounded, and off the event loop ----------------------------------------------
@@ -207,7 +208,7 @@ def test_cached_answers_follow_a_profile_imported_by_another_process(client, hom
     before = client.post("/v1/estimate", json=job).json()
     assert not any("calibrated" in n for n in before["cluster"]["notes"])
     path = tmp_path / "p.json"
-    path.write_text(profiles.seal(synthetic()).model_dump_json())
+    path.write_text(profile_schema.seal(synthetic()).model_dump_json())
     proc = subprocess.run([sys.executable, "-m", "advisor.cli.main", "profiles", "import", str(path)],
                           capture_output=True, text=True,
                           env={**os.environ, "ADVISOR_HOME": str(home)})

@@ -21,8 +21,9 @@ import yaml
 
 from advisor.core.errors import InvalidInput
 from advisor.core.text import markdown
-from advisor.emit.choices import EmitOptions
-from advisor.emit.files import emit_strategy
+from advisor.emitters.choices import EmitOptions
+from advisor.emitters.files import emit_strategy
+from advisor.profiles import schema as profile_schema
 from advisor.profiles import use as profiles
 from tests.test_profiles import synthetic
 
@@ -114,7 +115,7 @@ def test_nvme_path_reaches_ds_config_through_json(tmp_path):
 
 def test_profile_strings_are_validated_and_escaped_in_plan_md(tmp_path, monkeypatch):
     monkeypatch.setenv("ADVISOR_HOME", str(tmp_path / "home"))
-    base = json.loads(profiles.seal(synthetic()).model_dump_json())
+    base = json.loads(profile_schema.seal(synthetic()).model_dump_json())
     for field, value in (("gpu_name", "NVIDIA H200\ntouch PWNED"), ("torch", "2.13\x1b[2J")):
         data = json.loads(json.dumps(base))
         data["fingerprint"][field] = value

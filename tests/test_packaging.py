@@ -53,8 +53,8 @@ def test_an_installed_wheel_renders_a_plan_without_the_checkout(wheel, tmp_path)
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
                     str(wheel)], check=True, capture_output=True, timeout=300)
     script = (f"import sys; sys.path.insert(0, {str(target)!r})\n"
-              "import advisor, advisor.emit.files as e\n"
-              "from advisor.emit.choices import EmitOptions\n"
+              "import advisor, advisor.emitters.files as e\n"
+              "from advisor.emitters.choices import EmitOptions\n"
               f"assert advisor.__file__.startswith({str(target)!r}), advisor.__file__\n"
               "print(e.templates_dir())\n"
               "e.emit_strategy({'params': 1e9, 'gpus': '8xA100'}, 'fsdp', "

@@ -1,4 +1,4 @@
-"""The profile store (advisor/profiles.py): round trips, matching, priors, and reliability under
+"""The profile store (advisor/profiles/use.py): round trips, matching, priors, and reliability under
 concurrent writers and a writer killed with SIGKILL in the middle of a write.
 
 The profiles here are synthetic (hand-written overrides, labelled as such): they exercise the
@@ -21,6 +21,7 @@ import pytest
 
 from advisor.core.errors import AdvisorError, InvalidInput
 from advisor.core.priors import default_priors
+from advisor.profiles import schema as profile_schema
 from advisor.profiles import store as profile_store
 from advisor.profiles import use as profiles
 
@@ -28,20 +29,20 @@ H200_BYTES = 150_754_820_096  # torch's total_memory for an H200 (140.4 GiB)
 
 
 def synthetic(name: str = "h200-test", gpu: str | None = "H200", per_node: int = 8, nodes: int = 1,
-              padding_bytes: int = 0) -> profiles.Profile:
+              padding_bytes: int = 0) -> profile_schema.Profile:
     """A valid profile with two fitted terms (values invented for the store tests only)."""
     curve = {"x": [1024.0, 8192.0], "y": [0.30, 0.60]}
-    return profiles.Profile(
+    return profile_schema.Profile(
         name=name, created_at="2026-11-30T00:00:00+00:00",
-        fingerprint=profiles.Fingerprint(device="cuda", gpu_name=f"NVIDIA {gpu or 'X1'}",
+        fingerprint=profile_schema.Fingerprint(device="cuda", gpu_name=f"NVIDIA {gpu or 'X1'}",
                                          gpu_memory_bytes=H200_BYTES, gpus_per_node=per_node,
                                          nodes=nodes, torch="2.13.0"),
         catalog_gpu=gpu, device_spec=None, quick=True,
         command="synthetic (tests/test_profiles.py)",
         overrides={"gemm_efficiency": {"hopper": curve}, "collective": {"intra_efficiency": 0.5}},
-        fit=[profiles.FitTerm(term="gemm_efficiency.hopper", value=curve["y"], sigma=0.05, samples=4,
+        fit=[profile_schema.FitTerm(term="gemm_efficiency.hopper", value=curve["y"], sigma=0.05, samples=4,
                               how="synthetic"),
-             profiles.FitTerm(term="collective.intra_efficiency", value=0.5, sigma=0.1, samples=4,
+             profile_schema.FitTerm(term="collective.intra_efficiency", value=0.5, sigma=0.1, samples=4,
                               how="synthetic")],
         measurements={"padding": "x" * padding_bytes}, notes=["synthetic test profile"])
 
@@ -127,7 +128,7 @@ def test_invalid_profiles_are_rejected_naming_the_field(edit, field):
 
 
 def test_api_calls_store_list_and_delete():
-    summary = profiles.create_calibration(profiles.seal(synthetic()))
+    summary = profiles.create_calibration(profile_schema.seal(synthetic()))
     assert summary.name == "h200-test" and summary.catalog_gpu == "H200"
     assert summary.missing_terms  # two terms are far from a complete profile
     assert [s.name for s in profiles.listing(catalog_gpu="H200").items] == ["h200-test"]
@@ -161,6 +162,7 @@ WRITER = textwrap.dedent("""
     import sys
     from advisor.profiles import store as profile_store
     from advisor.profiles import use as profiles
+    from advisor.profiles import schema as profile_schema
     template = profiles.parse_profile(open(sys.argv[1]).read())
     for i in range(int(sys.argv[3])):
         version = profiles.save_profile(template.model_copy(update={"name": f"{sys.argv[2]}-{i}"}))
@@ -170,7 +172,7 @@ WRITER = textwrap.dedent("""
 
 def _template(tmp_path: Path, padding_bytes: int) -> Path:
     path = tmp_path / "template.json"
-    path.write_text(profiles.seal(synthetic(padding_bytes=padding_bytes)).model_dump_json())
+    path.write_text(profile_schema.seal(synthetic(padding_bytes=padding_bytes)).model_dump_json())
     return path
 
 
@@ -199,6 +201,7 @@ HALF_WRITER = textwrap.dedent("""
     import sys, time
     from advisor.profiles import store as profile_store
     from advisor.profiles import use as profiles
+    from advisor.profiles import schema as profile_schema
     template = profiles.parse_profile(open(sys.argv[1]).read())
     profiles.save_profile(template.model_copy(update={"name": "committed"}))
     body = template.model_copy(update={"name": "half"}).model_dump_json()
@@ -246,7 +249,7 @@ SHIPPED = sorted((Path(__file__).resolve().parents[1] / "calibration" / "profile
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
 def test_shipped_profiles_load_complete_and_are_never_fake_gpu_numbers(path):
     profile = profiles.parse_profile(path.read_text())
-    assert profiles.missing_terms(profile) == []
+    assert profile_schema.missing_terms(profile) == []
     if profile.fingerprint.device == "cpu":
         assert profile.catalog_gpu is None  # a CPU profile can never be matched to a GPU
     else:  # a GPU profile carries the raw measurements it was fitted from

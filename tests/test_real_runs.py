@@ -47,8 +47,8 @@ from advisor.core.hardware import parse_cluster
 from advisor.core.priors import default_priors
 from advisor.core.protocol import Strategy, make_context
 from advisor.core.workload import Workload
-from advisor.emit.choices import EmitOptions, plain
-from advisor.emit.deepspeed import ds_config
+from advisor.emitters.choices import EmitOptions, plain
+from advisor.emitters.deepspeed import ds_config
 from advisor.strategies import get_strategy
 from calibration.tiny_llama import TinyLlamaConfig, model_spec
 from tests.helpers import run
@@ -73,7 +73,7 @@ def deepspeed_runs(tmp_path_factory) -> dict:
     spec = model_spec(TinyLlamaConfig())
     workload = dict(seq_len=SEQ_LEN, micro_batch=MICRO_BATCH, grad_accum=DS_GRAD_ACCUM)
     estimates = {name: run(name, CLUSTER, spec, **workload) for name in ("zero1", "zero2", "zero3")}
-    configs = {name: plain(ds_config(e, e.engine_config, spec, EmitOptions()))
+    configs = {name: plain(ds_config(e, e.engine_config, EmitOptions()))
                for name, e in estimates.items()}
     folder = tmp_path_factory.mktemp("real")
     (folder / "configs.json").write_text(json.dumps(configs))

@@ -147,7 +147,7 @@ def test_bundle_download(client):
     r = client.post("/bundle", data={**FORM, "model_source": "preset", "model": "llama-3-8b"})
     if r.status_code == 501:
         assert "not available" in r.text
-        pytest.skip("advisor.emit.files is not available")
+        pytest.skip("advisor.emitters.files is not available")
     assert r.status_code == 200
     assert r.headers["content-type"] == "application/zip"
     assert "attachment" in r.headers["content-disposition"]

@@ -85,7 +85,7 @@ def test_fill_submit_see_table_and_charts(page, base):
 
 def test_download_the_config_zip(page, base):
     if not configs_available(base):
-        pytest.skip("/v1/configs is 501: advisor.emit.files is not available")
+        pytest.skip("/v1/configs is 501: advisor.emitters.files is not available")
     fill_and_submit(page, base)
     with page.expect_download() as info:
         page.locator("#download").click()

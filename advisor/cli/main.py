@@ -21,7 +21,7 @@ EXTRA_COMMANDS: tuple[str, ...] = ("advisor.cli.commands.emit", "advisor.cli.com
 
 
 def add_job_flags(p: argparse.ArgumentParser, request: type | None = None) -> None:
-    """The request model's fields as flags (advisor/flags.py), and --json."""
+    """The request model's fields as flags (advisor/cli/flags.py), and --json."""
     from advisor.requests.models import JobRequest
 
     add_model_flags(p, request or JobRequest)
@@ -67,24 +67,35 @@ def _alternatives(text: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> None:
-    from advisor.core import schemas
-
     if args.command in ("gpus", "models"):
         from advisor.cli import catalog
         catalog.print_catalog(args.command, args.json)
-        return
-    from advisor.requests.jobs import run_estimate, run_recommend
-    from advisor.requests.models import EstimateRequest, RecommendRequest, validate_request
+    elif args.command == "estimate":
+        _estimate(args)
+    else:
+        _recommend(args)
 
-    if args.command == "estimate":
-        data = request_data(args, EstimateRequest)
-        result = run_estimate(validate_request(EstimateRequest, data))
-        if args.json:
-            print(schemas.to_json(result))
-        else:
-            from advisor.cli.report import print_estimate
-            print_estimate(result)
-        return
+
+def _estimate(args: argparse.Namespace) -> None:
+    from advisor.core import schemas
+    from advisor.requests.jobs import run_estimate
+    from advisor.requests.models import EstimateRequest, validate_request
+
+    result = run_estimate(validate_request(EstimateRequest, request_data(args, EstimateRequest)))
+    if args.json:
+        print(schemas.to_json(result))
+    else:
+        from advisor.cli.report import print_estimate
+        print_estimate(result)
+
+
+def _recommend(args: argparse.Namespace) -> None:
+    from advisor.core import schemas
+    from advisor.emitters.choices import EmitOptions
+    from advisor.emitters.files import check_out, summary_line, write_recommendation
+    from advisor.requests.jobs import run_recommend
+    from advisor.requests.models import RecommendRequest, validate_request
+
     data = request_data(args, RecommendRequest)
     alternatives = _alternatives(args.alternatives)
     if alternatives and args.out is None:
@@ -94,23 +105,17 @@ def _run(args: argparse.Namespace) -> None:
                            "--out DIR --nvme-path /local_nvme")
     request = validate_request(RecommendRequest, data)
     options = None
-    if args.out is not None:
-        from advisor.emit.choices import EmitOptions
-        from advisor.emit.files import check_out
+    if args.out is not None:  # checked before the search, so a bad folder costs nothing
         check_out(args.out)
         options = EmitOptions(nvme_path=args.nvme_path)
-    result, model = run_recommend(request)
-    plans = None
-    if options is not None:
-        from advisor.emit.files import write_recommendation
-        plans = write_recommendation(result, model, args.out, alternatives, options)
+    result, _ = run_recommend(request)
+    plans = write_recommendation(result, args.out, alternatives, options) if options else []
     if args.json:
         print(schemas.to_json(result))
     else:
         from advisor.cli.report import print_recommendation
         print_recommendation(result)
     if plans:
-        from advisor.emit.files import summary_line
         print(summary_line(plans[0], args.out), file=sys.stderr)
 
 

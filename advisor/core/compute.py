@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from advisor.core.context import Context
-from advisor.core.workload import optimizer_step_bytes_per_param
+from advisor.core.workload import Precision, optimizer_step_bytes_per_param
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ def dense_efficiency(ctx: Context) -> float:
     return efficiency(_kernel_efficiency(ctx), ctx)
 
 
-def attention_precision(precision: str) -> str:
+def attention_precision(precision: Precision) -> Precision:
     """The precision attention runs in: fp8 recipes (Transformer Engine's default) cast only
     the linear layers' GEMMs to fp8; flash attention stays in bf16."""
     return "bf16" if precision == "fp8" else precision

@@ -1,7 +1,7 @@
 """Engine configurations: what a strategy asks its engine (DDP, FSDP, DeepSpeed ZeRO) to do.
 
 A strategy exposes one (`Strategy.engine_config`); the estimate carries it, the emitters turn
-it into Accelerate YAML / DeepSpeed JSON (advisor/emit/), calibration runs it
+it into Accelerate YAML / DeepSpeed JSON (advisor/emitters/), calibration runs it
 (calibration/strategy_runs.py) and the priors are keyed by its `engine`. Sizes are the ones the
 memory model counts.
 """

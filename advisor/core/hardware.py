@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from functools import cache, lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -169,7 +169,7 @@ def resolve_gpu(name: str) -> tuple[GPUSpec, str | None]:
 _SPEC_RE = re.compile(r"^\s*(?:(\d+)\s*[xX*]\s*)?(?:(\d+)\s*[xX*]\s*)?([A-Za-z][A-Za-z0-9.\-_]*)\s*$")
 
 
-_CLUSTER = {"x-group": "cluster"}  # where the CLI and the form show the field
+_CLUSTER: dict[str, Any] = {"x-group": "cluster"}  # where the CLI and the form show the field
 
 
 class ClusterOverrides(BaseModel):

@@ -1,7 +1,7 @@
 """ModelSpec: the shape of a dense decoder-only transformer, its exact parameter count, its FLOPs.
 
 Three ways in: a preset (`advisor/data/models/<id>.toml`), a local Hugging Face `config.json`
-(`advisor/hf_config.py`), or `--params` alone (`infer_from_params`, shape from a canonical aspect
+(`advisor/core/hf_config.py`), or `--params` alone (`infer_from_params`, shape from a canonical aspect
 ratio). The model knows nothing of parallelism; strategies read its counts.
 """
 

@@ -18,7 +18,7 @@ class _Strict(BaseModel):
 
 
 # Every term has a physical range, checked here for the shipped files and for every calibration
-# profile (advisor/profiles.py applies a profile's overrides through these models): an efficiency
+# profile (advisor/profiles/use.py applies a profile's overrides through these models): an efficiency
 # is a fraction of a peak, a time or a size is not negative, nothing is NaN or infinite.
 ENGINES = ("ddp", "fsdp1", "fsdp2", "deepspeed")
 HOOK_KINDS = ("ddp", "zero12", "zero3", "fsdp1", "fsdp2")

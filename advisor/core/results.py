@@ -1,7 +1,7 @@
 """Typed results: what `advisor estimate --json` prints and the API serves.
 
 Plain frozen dataclasses (cheap to build thousands of times in a search); pydantic serialises
-them and derives the JSON Schema through `TypeAdapter` (`advisor/schemas.py`). Bytes, seconds
+them and derives the JSON Schema through `TypeAdapter` (`advisor/core/schemas.py`). Bytes, seconds
 and fractions inside; no sentinels: a value that does not exist is None.
 """
 

@@ -6,7 +6,7 @@ characters (newlines, escapes, NUL, bidi overrides, the Unicode line separators)
 length, naming the field. Leaving: the serializers quote YAML and JSON, `shlex.quote` quotes
 shell words, and the helpers here escape Markdown (`markdown`), keep a comment on one line
 (`one_line`, a second guard behind the validation) and cut strings shown in errors (`shown`,
-in advisor/units.py).
+in advisor/core/units.py).
 """
 
 from __future__ import annotations

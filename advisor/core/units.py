@@ -1,5 +1,5 @@
 """Units and converters. Inside the model everything is bytes, seconds, FLOPs and elements;
-GiB, ms and friends appear only when printing (see `advisor/report.py`)."""
+GiB, ms and friends appear only when printing (see `advisor/cli/report.py`)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,11 @@ def parse_count(text: str | float | int, binary: bool = False) -> float:
 def shown(text: str, limit: int = 40) -> str:
     """A user's string for an error message: repr'd (control characters escaped) and cut."""
     return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
+
+
+def number_text(value: float) -> str:
+    """A bound as people read it: 1048576 as written, 1e13 as 1e+13, 0.1 as 0.1."""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e7 else f"{value:g}"
 
 
 def gbit_per_s_to_bytes_per_s(gbps: float) -> float:

@@ -37,7 +37,7 @@ def _whole_count(v: Any) -> Any:
 
 
 SeqLen = Annotated[int, BeforeValidator(_whole_count)]
-_WORKLOAD = {"x-group": "workload"}  # where the CLI and the form show the field
+_WORKLOAD: dict[str, Any] = {"x-group": "workload"}  # where the CLI and the form show the field
 
 
 class WorkloadOptions(BaseModel):

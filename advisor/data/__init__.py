@@ -18,7 +18,8 @@ def load_presets(folder: str, cls: type[Preset]) -> dict[str, Preset]:
     for entry in resources.files("advisor.data").joinpath(folder).iterdir():
         if entry.name.endswith(".toml"):
             preset = cls.model_validate(tomllib.loads(entry.read_text()))
-            if preset.name != entry.name.removesuffix(".toml"):
-                raise ValueError(f"{entry.name}: name {preset.name!r} must equal the file name")
-            presets[preset.name] = preset
+            name = getattr(preset, "name", None)
+            if name != entry.name.removesuffix(".toml"):
+                raise ValueError(f"{entry.name}: name {name!r} must equal the file name")
+            presets[name] = preset
     return presets

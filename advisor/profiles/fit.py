@@ -24,7 +24,7 @@ Stages, each using the advisor's own formulas with what the earlier stages fitte
    of the fitted numbers.
 
 Without a catalog entry for the device (CPU mode, or a GPU the catalog lacks) the datasheet is
-replaced by a measured stand-in (calibration/device.py): peaks are the best measured rates, so
+replaced by a measured stand-in (advisor/profiles/standin.py): peaks are the best measured rates, so
 efficiencies are relative to what this machine showed, never to invented datasheet numbers.
 """
 
@@ -40,8 +40,8 @@ from advisor.core.layout import ParallelLayout
 from advisor.core.priors import Priors, default_priors
 from advisor.core.protocol import make_context
 from advisor.core.timing import step_parts
+from advisor.profiles.schema import FitTerm, apply_overrides, with_stand_in
 from advisor.profiles.standin import measured_device_spec, profile_cluster, run_model_spec, run_workload
-from advisor.profiles.use import FitTerm, apply_overrides, with_stand_in
 from advisor.strategies import get_strategy
 
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
@@ -165,7 +165,7 @@ def fit_collectives(fit: Fit, m: dict, cluster: Cluster) -> None:
         residual = [abs(alpha + beta * x - t) / t for x, t in zip(moved, times, strict=True)]
         spreads += [c["spread"] for c in rows]
         sigma = max(statistics.median(c["spread"] for c in rows), statistics.median(residual))
-        by_size = {}
+        by_size: dict[int, list[float]] = {}
         for c, x, t in zip(rows, moved, times, strict=True):
             by_size.setdefault(c["bytes"], []).append(x / t / link[tier])
         curve = ", ".join(f"{size / 2**20:g} MiB {statistics.mean(v):.2f}"

@@ -68,6 +68,8 @@ def gpu_spec(catalog_gpu: str | None, device_spec: dict | None) -> GPUSpec:
     architecture, 'cpu' or 'measured', are outside the catalog's lists on purpose)."""
     if catalog_gpu is not None:
         return gpu_catalog()[catalog_gpu]
+    if device_spec is None:
+        raise ValueError("a profile outside the GPU catalog carries its measured device_spec")
     fields = {"aliases": [], "default_for": [], **device_spec}
     return GPUSpec.model_construct(**{**fields, "node": NodeDefaults(**device_spec["node"])})
 
@@ -101,5 +103,7 @@ def run_workload(runs: dict) -> Workload:
 
 def predict(cluster: Cluster, runs: dict, strategy: str, priors: Priors) -> Estimate:
     """The advisor's estimate for one strategy run, on the calibrated cluster."""
-    return estimate(cluster, run_model_spec(runs["model"]), run_workload(runs),
-                    get_strategy(strategy), priors)
+    est = estimate(cluster, run_model_spec(runs["model"]), run_workload(runs), get_strategy(strategy), priors)
+    if not isinstance(est, Estimate):
+        raise ValueError(f"{strategy} cannot run on the calibration cluster: {est.reason}")
+    return est

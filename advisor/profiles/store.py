@@ -5,7 +5,7 @@ sha256). Every write is one transaction in WAL mode with synchronous=FULL, so a 
 mid-write (SIGKILL, power loss) leaves the last committed state and readers never see half a
 row; concurrent writers queue on the write lock (BEGIN IMMEDIATE, busy timeout). The tables carry
 a schema version; a store written by a newer advisor is refused rather than misread. Reading never
-creates files. Stdlib only: what the rows mean is advisor/profiles.py's business.
+creates files. Stdlib only: what the rows mean is advisor/profiles/use.py's business.
 """
 
 from __future__ import annotations
@@ -120,6 +120,8 @@ def insert(name: str, fingerprint_key: str, catalog_gpu: str | None, created_at:
         cur = con.execute(
             "INSERT INTO profiles (name, fingerprint_key, catalog_gpu, created_at, body, body_sha256)"
             " VALUES (?, ?, ?, ?, ?, ?)", (name, fingerprint_key, catalog_gpu, created_at, body, sha))
+        if cur.lastrowid is None:  # an INSERT always sets it
+            raise AdvisorError(f"profile store {store_path()}: the insert returned no row id")
         return int(cur.lastrowid)
 
 
@@ -152,19 +154,19 @@ def delete(name: str) -> int:
         return int(con.execute("DELETE FROM profiles WHERE name = ?", (name,)).rowcount)
 
 
-def version_token() -> tuple:
+def version_token() -> tuple[str, tuple[int, int, int] | None, tuple[int, int, int] | None]:
     """Changes whenever the store's content may have changed (any commit, by any process):
     the size and modification time of the database file and of its write-ahead log. Cheap
     (two stat calls), so answers cached by request can be keyed by it (api/service.py)."""
-    token = []
-    for path in (store_path(), store_path().with_name(store_path().name + "-wal")):
+    def state(path: Path) -> tuple[int, int, int] | None:
         try:
             st = path.stat()
         except OSError:
-            token.append(None)
-            continue
-        token.append((st.st_ino, st.st_size, st.st_mtime_ns))
-    return (str(store_path()), *token)
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    db = store_path()
+    return (str(db), state(db), state(db.with_name(db.name + "-wal")))
 
 
 def write_atomic(path: Path, text: str) -> None:

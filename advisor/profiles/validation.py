@@ -25,7 +25,7 @@ from advisor.core.protocol import make_context
 from advisor.core.units import GiB, MiB
 from advisor.core.workload import Workload
 from advisor.profiles import standin as device
-from advisor.profiles.use import Profile, apply_overrides, architecture_of, with_stand_in
+from advisor.profiles.schema import Profile, apply_overrides, architecture_of, with_stand_in
 from advisor.strategies import STRATEGY_NAMES, get_strategy
 
 
@@ -149,7 +149,7 @@ HEADER = ("strategy", "memory measured", "predicted before", "err", "predicted a
 
 
 def table_rows(v: Validation) -> list[tuple[str, ...]]:
-    out = []
+    out: list[tuple[str, ...]] = []
     for r in v.rows:
         e = Row.error
         out.append((r.strategy, _bytes(r.measured_memory_bytes), _bytes(r.memory_before_bytes),

@@ -7,7 +7,7 @@ the model's inputs."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -15,7 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from advisor.core.errors import InvalidInput
 from advisor.core.hardware import ClusterOverrides
 from advisor.core.model import MAX_PARAMS
-from advisor.core.units import parse_count
+from advisor.core.units import number_text, parse_count
 from advisor.core.workload import (
     MAX_GRAD_ACCUM,
     MAX_MICRO_BATCH,
@@ -144,10 +144,14 @@ def _allowed(model_cls: type[BaseModel], field: str) -> str | None:
         return None
     lo = hi = None
     for meta in info.metadata:
-        if isinstance(meta, Gt | Ge):
-            lo = f"{'>' if isinstance(meta, Gt) else '>='} {meta.gt if isinstance(meta, Gt) else meta.ge:g}"
-        if isinstance(meta, Le | Lt):
-            hi = f"{'<=' if isinstance(meta, Le) else '<'} {meta.le if isinstance(meta, Le) else meta.lt:g}"
+        if isinstance(meta, Gt):
+            lo = f"> {number_text(cast(float, meta.gt))}"
+        elif isinstance(meta, Ge):
+            lo = f">= {number_text(cast(float, meta.ge))}"
+        if isinstance(meta, Le):
+            hi = f"<= {number_text(cast(float, meta.le))}"
+        elif isinstance(meta, Lt):
+            hi = f"< {number_text(cast(float, meta.lt))}"
     return " and ".join(x for x in (lo, hi) if x) or None
 
 

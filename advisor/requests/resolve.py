@@ -27,9 +27,9 @@ def resolve_model(req: JobRequest) -> ModelSpec:
         raise InvalidInput("model", "give the model exactly one way" + (
             f", not {' and '.join(given)}" if given else ""), "--params, --model, --hf-config, "
             "or the shape flags --layers --hidden --heads --ffn --vocab [--kv-heads]")
-    if "model" in given:
+    if req.model is not None:
         spec = preset(req.model)
-    elif "hf_config" in given:
+    elif req.hf_config is not None:
         spec = from_hf_config(req.hf_config, source="hf_config")
     elif "layers" in given:
         missing = [k for k, v in shape.items() if v is None and k != "kv_heads"]
@@ -43,7 +43,7 @@ def resolve_model(req: JobRequest) -> ModelSpec:
         except ValidationError as exc:
             raise InvalidInput("heads", exc.errors()[0]["msg"].replace("Value error, ", ""),
                                "heads dividing hidden, kv_heads dividing heads") from None
-    else:
+    elif req.params is not None:
         spec = infer_from_params(req.params)
     return spec
 

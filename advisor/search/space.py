@@ -4,6 +4,7 @@ arithmetic that ties micro-batch, accumulation and the global batch together."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from advisor.core.errors import Infeasible, InvalidInput
 from advisor.core.workload import ACT_CKPTS, MAX_GRAD_ACCUM, ActCkpt, Workload
@@ -27,7 +28,7 @@ class SearchSpace:
     """Fixed gradient accumulation; None: 1, or derived from global_batch_tokens."""
     global_batch_tokens: int | None = None
     strategies: tuple[str, ...] = STRATEGY_NAMES
-    fsdp_version: int = 2
+    fsdp_version: Literal[1, 2] = 2
     tokens_to_train: float | None = None
 
 

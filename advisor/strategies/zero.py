@@ -12,6 +12,7 @@ elements, as DeepSpeed counts them.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import defaultdict
 from functools import lru_cache
 from typing import ClassVar, Literal
@@ -76,8 +77,9 @@ def persistent_params(model: ModelSpec, threshold: int) -> int:
     return small + biases
 
 
-class _Zero:
-    """Shared pieces of the ZeRO family; each subclass states its own stage and offload."""
+class _Zero(ABC):
+    """Shared pieces of the ZeRO family; each subclass states its own stage and offload, and
+    what each GPU holds (model_states)."""
 
     name: ClassVar[str]
     family: ClassVar[Family] = "deepspeed"
@@ -115,6 +117,9 @@ class _Zero:
                              "use --optimizer adamw with offload, or a GPU-resident strategy")
         if self.offload_optimizer == "nvme" and ctx.cluster.nvme_capacity_bytes_per_node <= 0:
             raise Infeasible("no NVMe on these nodes", "pick a GPU preset with NVMe or zero3-offload")
+
+    @abstractmethod
+    def model_states(self, ctx: Context) -> ModelStates: ...
 
     def buckets(self, ctx: Context) -> DeepSpeedBuckets:
         return DeepSpeedBuckets.for_model(ctx.model)

@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException
 
 from advisor.core.errors import InvalidInput
 from advisor.core.hardware import gpu_catalog
+from advisor.profiles import schema as profile_schema
 from advisor.profiles import use as profiles
 from api import service
 from api.auth import AUTH_ERRORS, Writer
@@ -34,7 +35,7 @@ class ProfilePage(BaseModel):
 
     model_config = ConfigDict(use_attribute_docstrings=True)
 
-    items: list[profiles.ProfileSummary]
+    items: list[profile_schema.ProfileSummary]
     total: int
     """Profiles matching the filter, over all pages."""
     limit: int
@@ -44,12 +45,12 @@ class ProfilePage(BaseModel):
     used, listed so they can be found and deleted."""
 
 
-ProfileName = Annotated[str, Path(pattern=profiles.NAME_PATTERN, description="The profile's name")]
+ProfileName = Annotated[str, Path(pattern=profile_schema.NAME_PATTERN, description="The profile's name")]
 
 
-@router.post("/calibrations", status_code=201, response_model=profiles.ProfileSummary,
+@router.post("/calibrations", status_code=201, response_model=profile_schema.ProfileSummary,
              responses={**ERRORS, **AUTH_ERRORS}, summary="Store a calibration profile")
-def post_calibration(_: Writer, body: profiles.Profile) -> profiles.ProfileSummary:
+def post_calibration(_: Writer, body: profile_schema.Profile) -> profile_schema.ProfileSummary:
     """Validate and store a profile (JSON as `advisor profiles export` writes it, with its
     checksum). Cached answers are dropped: estimates that match this GPU now use the new
     profile. Needs `Authorization: Bearer <ADVISOR_API_TOKEN>`."""

@@ -25,6 +25,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def json_response(content: bytes) -> Response:
-    """JSON text already serialised by advisor/schemas.py: sent as is, not re-validated. The
+    """JSON text already serialised by advisor/core/schemas.py: sent as is, not re-validated. The
     route's `response_model` documents it."""
     return Response(content, media_type="application/json")

@@ -13,7 +13,7 @@ from starlette.templating import Jinja2Templates
 from advisor.cli.catalog import gpu_rows, model_rows
 from advisor.core.errors import AdvisorError, Infeasible, InvalidInput
 from advisor.core.workload import PRECISIONS
-from advisor.emit.files import templates_dir
+from advisor.emitters.files import templates_dir
 from api import bundle, forms, service, views
 from api.schemas import ConfigsRequest
 

@@ -22,8 +22,8 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from advisor.cli.main import request_data
-    from advisor.emit.choices import EmitOptions
-    from advisor.emit.files import emit_strategy
+    from advisor.emitters.choices import EmitOptions
+    from advisor.emitters.files import emit_strategy
 
     plans = emit_strategy(request_data(args), args.strategy, args.out,
                           EmitOptions(nvme_path=args.nvme_path))
@@ -31,6 +31,6 @@ def run(args: argparse.Namespace) -> int:
         from advisor.core import schemas
         print(schemas.to_json(plans[0].estimate))
     else:
-        from advisor.emit.files import summary_line
+        from advisor.emitters.files import summary_line
         print(summary_line(plans[0], args.out), file=sys.stdout)
     return 0

@@ -89,7 +89,7 @@ def _print_profile(profile) -> None:
     from rich.table import Table
 
     from advisor.cli.report import make_console
-    from advisor.profiles.use import missing_terms
+    from advisor.profiles.schema import missing_terms
 
     fp = profile.fingerprint
     console = make_console()

@@ -1,17 +1,15 @@
 """accelerate_config.yaml as a tree: the head every plan has, then the engine's own emitter
-(advisor/emit/fsdp.py, deepspeed.py; DDP needs only the head), then the machine block."""
+(advisor/emitters/fsdp.py, deepspeed.py; DDP needs only the head), then the machine block."""
 
 from __future__ import annotations
 
 from advisor.core.engines import DdpConfig, FsdpConfig, ZeroConfig
-from advisor.core.model import ModelSpec
 from advisor.core.results import Estimate
-from advisor.emit import deepspeed, fsdp
-from advisor.emit.choices import Choice, EmitOptions, Tree, accelerate_precision, machines
+from advisor.emitters import deepspeed, fsdp
+from advisor.emitters.choices import Choice, EmitOptions, Tree, accelerate_precision, machines
 
 
-def accelerate_config(est: Estimate, model: ModelSpec, options: EmitOptions,
-                      ds_config_path: str | None) -> Tree:
+def accelerate_config(est: Estimate, options: EmitOptions, ds_config_path: str | None) -> Tree:
     """The whole accelerate_config.yaml as a tree."""
     config, c = est.engine_config, est.cluster
     head: Tree = {"compute_environment": Choice("LOCAL_MACHINE")}
@@ -26,5 +24,5 @@ def accelerate_config(est: Estimate, model: ModelSpec, options: EmitOptions,
     elif isinstance(config, FsdpConfig):
         head["distributed_type"] = Choice("FSDP", "PyTorch FSDP")
         head["mixed_precision"] = accelerate_precision(est)
-        head |= fsdp.fsdp_config(est, config, model)
+        head |= fsdp.fsdp_config(est, config)
     return head | machines(est, options)

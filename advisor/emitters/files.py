@@ -19,7 +19,7 @@ import json
 import shlex
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -28,13 +28,12 @@ import yaml
 
 from advisor.core.engines import ZeroConfig
 from advisor.core.errors import Infeasible, InvalidInput
-from advisor.core.model import ModelSpec
 from advisor.core.results import Estimate, InfeasiblePlan, Recommendation
 from advisor.core.text import MAX_PATH_CHARS, check_text, markdown, one_line
 from advisor.core.units import GB, GiB, duration_text
-from advisor.emit.accelerate import accelerate_config
-from advisor.emit.choices import ACCELERATE_PRECISION, EmitOptions, Plan, Tree, plain, reasons
-from advisor.emit.deepspeed import ds_config
+from advisor.emitters.accelerate import accelerate_config
+from advisor.emitters.choices import ACCELERATE_PRECISION, EmitOptions, Plan, Tree, plain, reasons
+from advisor.emitters.deepspeed import ds_config
 from advisor.requests.jobs import run_recommend
 from advisor.requests.models import RecommendRequest, validate_request
 from advisor.strategies import get_strategy
@@ -61,10 +60,12 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()),
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
-    env.filters |= {"gib": lambda b: f"{b / GiB:.1f}", "gb": lambda b: f"{b / GB:.2f}",
-                    "ms": lambda s: f"{1e3 * s:.0f}", "pct": lambda f: f"{100 * f:.1f}%",
-                    "duration": duration_text, "sh": shlex.quote, "json": json.dumps,
-                    "md": markdown, "comment": one_line}
+    filters: dict[str, Callable[..., str]] = {
+        "gib": lambda b: f"{b / GiB:.1f}", "gb": lambda b: f"{b / GB:.2f}",
+        "ms": lambda s: f"{1e3 * s:.0f}", "pct": lambda f: f"{100 * f:.1f}%",
+        "duration": duration_text, "sh": shlex.quote, "json": json.dumps,
+        "md": markdown, "comment": one_line}
+    env.filters |= filters
     return env
 
 
@@ -72,7 +73,8 @@ def yaml_text(tree: Tree, title: str) -> str:
     """accelerate_config.yaml: safe_dump's lines, each decided value preceded by its reason."""
     why = {path: text for path, _, text in reasons(tree)}
     dumped = yaml.safe_dump(plain(tree), sort_keys=False, default_flow_style=False, width=1000)
-    lines, stack = [], []
+    lines: list[dict[str, str]] = []
+    stack: list[tuple[int, str]] = []
     for text in dumped.splitlines():
         indent = len(text) - len(text.lstrip(" "))
         while stack and stack[-1][0] >= indent:
@@ -137,15 +139,15 @@ def check_emittable(est: Estimate | InfeasiblePlan, options: EmitOptions) -> Est
     return est
 
 
-def build_plan(est: Estimate | InfeasiblePlan, model: ModelSpec, options: EmitOptions, why: list[str],
+def build_plan(est: Estimate | InfeasiblePlan, options: EmitOptions, why: list[str],
                notes: list[str], folder: Path) -> Plan:
     """The plan for estimate `est`, to be written into `folder` (absolute, final location): one
     emitter per engine, chosen by the estimate's engine config."""
     e = check_emittable(est, options)
     config = e.engine_config
-    ds = ds_config(e, config, model, options) if isinstance(config, ZeroConfig) else None
+    ds = ds_config(e, config, options) if isinstance(config, ZeroConfig) else None
     ds_path = str(folder / "ds_config.json") if ds else None
-    acc = accelerate_config(e, model, options, ds_path)
+    acc = accelerate_config(e, options, ds_path)
     notes = list(dict.fromkeys([*notes, *e.cluster.notes, *e.notes]))  # in order, once each
     return Plan(estimate=e, accelerate=acc, deepspeed=ds, why=why, script=script_notes(e, ds),
                 notes=notes)
@@ -242,15 +244,15 @@ def alternative_folder(rank: int, e: Estimate) -> str:
     return f"alternatives/{rank}-{e.strategy}"
 
 
-def write_plans(out: str | Path, chosen: Estimate | InfeasiblePlan, model: ModelSpec,
+def write_plans(out: str | Path, chosen: Estimate | InfeasiblePlan,
                 options: EmitOptions, why: list[str], notes: list[str],
                 alternatives: Sequence[Estimate] = ()) -> list[Plan]:
     """Render the chosen plan into `out` and each alternative into out/alternatives/<rank>-<name>/."""
     root = check_out(out)
     alts = [(alternative_folder(i, a),
-             build_plan(a, model, options, [], notes, root / alternative_folder(i, a)))
+             build_plan(a, options, [], notes, root / alternative_folder(i, a)))
             for i, a in enumerate(alternatives, 2)]
-    top = build_plan(chosen, model, options, why, notes, root)
+    top = build_plan(chosen, options, why, notes, root)
     files = render(top, alts)
     for folder, alt in alts:
         files |= {f"{folder}/{name}": text for name, text in render(alt, []).items()}
@@ -258,7 +260,7 @@ def write_plans(out: str | Path, chosen: Estimate | InfeasiblePlan, model: Model
     return [top] + [alt for _, alt in alts]
 
 
-def write_recommendation(rec: Recommendation, model: ModelSpec, out: str | Path, alternatives: int,
+def write_recommendation(rec: Recommendation, out: str | Path, alternatives: int,
                          options: EmitOptions) -> list[Plan]:
     """Files for the recommended plan and the next `alternatives` fitting ones."""
     if alternatives < 0:
@@ -268,7 +270,7 @@ def write_recommendation(rec: Recommendation, model: ModelSpec, out: str | Path,
     fitting = [e for e in rec.estimates if isinstance(e, Estimate) and e.fits]
     misfits = [f"Not {e.strategy}: {e.reason}" + (f"; fix: {e.fix}" if e.fix else "")
                for e in rec.estimates if not e.fits]
-    return write_plans(out, fitting[0], model, options, [*rec.summary, rec.rule_of_thumb, *misfits],
+    return write_plans(out, fitting[0], options, [*rec.summary, rec.rule_of_thumb, *misfits],
                        rec.notes, fitting[1:1 + alternatives])
 
 
@@ -276,8 +278,8 @@ def emit_strategy(data: dict, strategy: str, out: str | Path, options: EmitOptio
     """`advisor emit`: the job in `data` (request fields) under one strategy, at the best
     micro-batch and checkpointing the search finds for it (or those given), written to `out`."""
     get_strategy(strategy)  # InvalidInput naming `strategy` for an unknown name
-    rec, model = run_recommend(validate_request(RecommendRequest, {**data, "strategies": [strategy]}))
-    return write_plans(out, rec.estimates[0], model, options, rec.summary, rec.notes)
+    rec, _ = run_recommend(validate_request(RecommendRequest, {**data, "strategies": [strategy]}))
+    return write_plans(out, rec.estimates[0], options, rec.summary, rec.notes)
 
 
 def summary_line(plan: Plan, out: str | Path) -> str:

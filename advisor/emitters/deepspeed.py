@@ -4,9 +4,8 @@ estimate's ZeroConfig (its buckets are the sizes the memory estimate counts)."""
 from __future__ import annotations
 
 from advisor.core.engines import NVME_PARAM_BUFFER_COUNT, ZeroConfig
-from advisor.core.model import ModelSpec
 from advisor.core.results import Estimate
-from advisor.emit.choices import Choice, EmitOptions, Tree, precision_why
+from advisor.emitters.choices import Choice, EmitOptions, Tree, precision_why
 from advisor.strategies import get_strategy
 
 
@@ -34,8 +33,8 @@ def _offload(device: str, options: EmitOptions, extra: Tree) -> Tree:
     return tree | extra
 
 
-def _zero_optimization(est: Estimate, config: ZeroConfig, model: ModelSpec, options: EmitOptions) -> Tree:
-    b, h = config.buckets, model.hidden
+def _zero_optimization(est: Estimate, config: ZeroConfig, options: EmitOptions) -> Tree:
+    b, h = config.buckets, est.model.hidden
     z: Tree = {
         "stage": Choice(config.stage, get_strategy(est.strategy).description),
         "overlap_comm": Choice(True, "overlap gradient reduction with backward, as the step time assumes"),
@@ -71,7 +70,7 @@ def _zero_optimization(est: Estimate, config: ZeroConfig, model: ModelSpec, opti
     return z
 
 
-def ds_config(est: Estimate, config: ZeroConfig, model: ModelSpec, options: EmitOptions) -> Tree:
+def ds_config(est: Estimate, config: ZeroConfig, options: EmitOptions) -> Tree:
     """The whole ds_config.json as a tree."""
     w, dp = est.workload, est.layout.dp
     tree: Tree = {
@@ -90,7 +89,7 @@ def ds_config(est: Estimate, config: ZeroConfig, model: ModelSpec, options: Emit
                         "initial_scale_power": Choice(16, "start at 2^16"),
                         "loss_scale_window": Choice(1000), "hysteresis": Choice(2),
                         "min_loss_scale": Choice(1)}
-    tree["zero_optimization"] = _zero_optimization(est, config, model, options)
+    tree["zero_optimization"] = _zero_optimization(est, config, options)
     if config.offload_optimizer:
         if w.optimizer == "adamw":
             tree["optimizer"] = {

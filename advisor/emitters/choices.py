@@ -1,7 +1,7 @@
 """What `advisor emit` writes, as data: a tree of values, each with the reason the advisor chose
 it, and the pieces every engine's config shares (precision, the machine block).
 
-Values are plain Python; advisor/emit/files.py serialises them with yaml.safe_dump / json.dumps
+Values are plain Python; advisor/emitters/files.py serialises them with yaml.safe_dump / json.dumps
 and puts each reason next to its value (a YAML comment, or a row of PLAN.md for the JSON).
 Sources: accelerate 1.15 `commands/config/cluster.py` (the keys `accelerate config` writes) and
 `utils/launch.py` (how `accelerate launch` turns them into FSDP_* / ACCELERATE_DEEPSPEED_*

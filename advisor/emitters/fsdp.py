@@ -4,9 +4,8 @@ HYBRID_SHARD) from the estimate's FsdpConfig."""
 from __future__ import annotations
 
 from advisor.core.engines import FsdpConfig
-from advisor.core.model import ModelSpec
 from advisor.core.results import Estimate
-from advisor.emit.choices import Choice, Tree, checkpointing_why
+from advisor.emitters.choices import Choice, Tree, checkpointing_why
 
 _RESHARD_WHY = {
     "FULL_SHARD": "FULL_SHARD: parameters resharded after forward, gathered again in backward",
@@ -16,7 +15,7 @@ _RESHARD_WHY = {
 }
 
 
-def fsdp_config(est: Estimate, config: FsdpConfig, model: ModelSpec) -> Tree:
+def fsdp_config(est: Estimate, config: FsdpConfig) -> Tree:
     name, version = config.sharding, config.version
     cfg: Tree = {"fsdp_version": Choice(version, "FSDP2 (fully_shard, per-parameter DTensor shards)"
                                         if version == 2 else "FSDP1, as asked (--fsdp-version 1)")}
@@ -32,8 +31,8 @@ def fsdp_config(est: Estimate, config: FsdpConfig, model: ModelSpec) -> Tree:
                                       "no CPU offload: the sharded state fits on the GPUs"),
         "fsdp_auto_wrap_policy": Choice("TRANSFORMER_BASED_WRAP",
                                         "one FSDP unit per decoder layer, as the memory model assumes"),
-        "fsdp_transformer_layer_cls_to_wrap": Choice(model.decoder_layer_class,
-                                                     f"the decoder layer class of {model.name}"),
+        "fsdp_transformer_layer_cls_to_wrap": Choice(est.model.decoder_layer_class,
+                                                     f"the decoder layer class of {est.model.name}"),
         "fsdp_state_dict_type": Choice("SHARDED_STATE_DICT", "each rank writes its own shard: no "
                                        "full-model gather at save (merge later, see PLAN.md)"),
         "fsdp_cpu_ram_efficient_loading": Choice(True, "only rank 0 reads pretrained weights; the "
