@@ -1,9 +1,9 @@
 """How far the advisor's throughput predictions are from published measurements.
 
-    python benchmarks/accuracy.py
+    python benchmarks/accuracy.py     # or, from the repository root: python -m benchmarks.accuracy
 
 Runs the model, with the shipped priors and no per-row tuning, over every row of
-../shared/reference/throughput.csv it can express, and prints the error distribution of
+benchmarks/data/throughput.csv it can express, and prints the error distribution of
 tokens/s/GPU and MFU (median, p90, max |%|) overall, by GPU and by model size; the
 cross-validated error of the fit (benchmarks/fit_priors.py); the Granite-7B FSDP vs ZeRO-3
 head-to-head; how often the measured value falls inside the low/high range; and the predicted
@@ -14,25 +14,34 @@ issue, memory and relative step time of FSDP and ZeRO-2/3 with and without offlo
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 from datetime import date
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parents[1]))
+from advisor.core.estimate import estimate
+from advisor.core.priors import default_priors
 
-from advisor.core.estimate import estimate  # noqa: E402
-from advisor.core.priors import default_priors  # noqa: E402
-from benchmarks.fit_priors import ARCHES, cross_validate, summary  # noqa: E402
-from benchmarks.reference import (  # noqa: E402
-    FALCON_ISSUE_NOTE,
-    Case,
-    falcon_issue_runs,
-    granite_cases,
-    llm_foundry_cases,
-    torchtitan_cases,
-    torchtitan_rows,
-)
+if __package__:  # imported as benchmarks.accuracy, or `python -m benchmarks.accuracy`
+    from .fit_priors import ARCHES, cross_validate, summary
+    from .reference import (
+        FALCON_ISSUE_NOTE,
+        Case,
+        falcon_issue_runs,
+        granite_cases,
+        llm_foundry_cases,
+        torchtitan_cases,
+        torchtitan_rows,
+    )
+else:  # run as `python benchmarks/accuracy.py`: its folder is on sys.path
+    from fit_priors import ARCHES, cross_validate, summary
+    from reference import (
+        FALCON_ISSUE_NOTE,
+        Case,
+        falcon_issue_runs,
+        granite_cases,
+        llm_foundry_cases,
+        torchtitan_cases,
+        torchtitan_rows,
+    )
 
 
 def evaluate(cases: list[Case], priors) -> list[dict]:

@@ -4,6 +4,9 @@
     python benchmarks/fit_priors.py --write    # ... and write advisor/data/fitted_priors.toml
     python benchmarks/fit_priors.py --refit-cv # ... and cross-validate refitting everything per fold
 
+(or `python -m benchmarks.fit_priors [--write] [--refit-cv]` from the repository root.) Reads
+benchmarks/data/throughput.csv and comm_bandwidth.csv (copied with their sources, data/README.md).
+
 What is fitted (physically meaningful terms, few parameters, no per-row tuning):
 - per GPU architecture, the GEMM efficiency curve at 4 hidden sizes (768, 2048, 4096, 8192),
   by linear least squares on each row's implied efficiency (the scale of the compute prior
@@ -18,7 +21,7 @@ What is fitted (physically meaningful terms, few parameters, no per-row tuning):
   timing.py), by grid search, alternating with the attention ratios;
 - the collective alpha-beta terms (latency, achieved fraction of the link) per tier, by
   weighted least squares on time over the NCCL all-reduce sweeps of
-  ../shared/reference/comm_bandwidth.csv (B200, one node and four nodes, 1 MiB and up).
+  benchmarks/data/comm_bandwidth.csv (B200, one node and four nodes, 1 MiB and up).
 Cross-validation: leave one model size out (every row of that MPT size held out, its curve
 value interpolated from the other sizes), and leave one GPU type out for the A100 40/80 GB
 pair (same architecture).
@@ -31,20 +34,21 @@ import csv
 import math
 import re
 import statistics
-import sys
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parents[1]))
+from advisor.core.hardware import gpu_catalog
+from advisor.core.priors import Curve, Priors, default_priors
+from advisor.core.timing import step_parts
+from advisor.profiles.fit import solve
 
-from advisor.core.hardware import gpu_catalog  # noqa: E402
-from advisor.core.priors import Curve, Priors, default_priors  # noqa: E402
-from advisor.core.timing import step_parts  # noqa: E402
-from advisor.profiles.fit import solve  # noqa: E402
-from benchmarks.reference import REFERENCE, Case, llm_foundry_cases  # noqa: E402
+if __package__:  # imported as benchmarks.fit_priors (tests, `python -m benchmarks.fit_priors`)
+    from .reference import DATA, Case, llm_foundry_cases
+else:  # run as `python benchmarks/fit_priors.py`: its folder is on sys.path
+    from reference import DATA, Case, llm_foundry_cases
 
 KNOTS = [768.0, 2048.0, 4096.0, 8192.0]
 ARCHES = ("ampere", "hopper")
@@ -67,7 +71,7 @@ def _alpha_beta(sizes: np.ndarray, seconds: np.ndarray) -> tuple[float, float]:
 def fit_collectives() -> dict[str, float]:
     """Alpha-beta per tier from the B200 all-reduce sweeps (one node: NVLink5 at 900 GB/s per
     direction; four nodes: 8 x 50 GB/s EFA per node, the hierarchical model's NIC share)."""
-    with open(REFERENCE / "comm_bandwidth.csv") as f:
+    with open(DATA / "comm_bandwidth.csv") as f:
         rows = [r for r in csv.DictReader(f)
                 if "B200" in r["hardware"] and "all_reduce_bench" in r["collective"]]
     b200 = gpu_catalog()["B200"]
@@ -241,7 +245,7 @@ def best_interference(cases: list[Case], base: Priors, attention: dict[str, floa
 
 def write(priors: Priors, n_rows: int) -> None:
     lines = [f"# Written by `python benchmarks/fit_priors.py --write` on {date.today()} from "
-             f"{n_rows} llm-foundry rows", "# of ../shared/reference/throughput.csv. Do not edit by "
+             f"{n_rows} llm-foundry rows", "# of benchmarks/data/throughput.csv. Do not edit by "
              "hand: rerun the script. Overrides priors.toml.", ""]
     for arch in ARCHES:
         c = priors.gemm_efficiency[arch]

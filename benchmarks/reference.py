@@ -1,4 +1,4 @@
-"""Published throughput rows (../shared/reference/throughput.csv) as advisor inputs.
+"""Published throughput rows (benchmarks/data/throughput.csv) as advisor inputs.
 
 Each expressible row becomes a `Case`: cluster, model, workload, strategy and the measured
 tokens/s/GPU and MFU. Assumptions for rows that leave something out are written next to them.
@@ -7,7 +7,6 @@ tokens/s/GPU and MFU. Assumptions for rows that leave something out are written 
 from __future__ import annotations
 
 import csv
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +18,8 @@ from advisor.core.protocol import Strategy, make_context
 from advisor.core.workload import Workload
 from advisor.strategies import get_strategy
 
-# ../shared/reference beside the checkout (CI lays shared/ beside its clone too).
-REFERENCE = Path(os.environ.get("ADVISOR_REFERENCE",
-                                Path(__file__).resolve().parents[2] / "shared" / "reference"))
+# The published measurements, copied into the repository with their sources (data/README.md).
+DATA = Path(__file__).parent / "data"
 GPU = {"A100-80GB": "A100-80GB", "A100-40GB": "A100-40GB", "H100-80GB-SXM": "H100-80GB"}
 
 
@@ -62,7 +60,7 @@ def _mpt(row: dict, notes: dict) -> ModelSpec:
                      kv_heads=heads, ffn=4 * h, vocab=int(row["vocab"]), gated_mlp=False,
                      tied_embeddings=True, norm="layernorm", position_embedding="alibi",
                      decoder_layer_class="MPTBlock", params_override=params,
-                     source="MPT yaml shape (reference/throughput.csv)")
+                     source="MPT yaml shape (benchmarks/data/throughput.csv)")
 
 
 def llm_foundry_cases() -> list[Case]:
@@ -72,7 +70,7 @@ def llm_foundry_cases() -> list[Case]:
     `ddp_sync_context` applies no_sync only to DDP), and MPT's default loss is flash-attn's
     fused cross-entropy (`loss_fn: fused_crossentropy`)."""
     cases = []
-    with open(REFERENCE / "throughput.csv") as f:
+    with open(DATA / "throughput.csv") as f:
         rows = list(csv.DictReader(f))
     for row in rows:
         if "mosaicml" not in row["source"] or row["gpu"] not in GPU:
@@ -138,7 +136,7 @@ def falcon_issue_runs() -> tuple[Cluster, ModelSpec, list[ReportedRun]]:
     and is left out; ZeRO-2 cannot offload parameters, so "ZeRO-2 offload optimizer and params"
     is zero2-offload."""
     rows = {}
-    with open(REFERENCE / "throughput.csv") as f:
+    with open(DATA / "throughput.csv") as f:
         for row in csv.DictReader(f):
             if "3901" in row["source"]:
                 rows[row["strategy"]] = row
@@ -160,7 +158,7 @@ def falcon_issue_runs() -> tuple[Cluster, ModelSpec, list[ReportedRun]]:
     return parse_cluster("8xA100-40GB"), preset("falcon-7b"), runs
 
 
-TORCHTITAN = Path(__file__).parent / "data" / "torchtitan.csv"
+TORCHTITAN = DATA / "torchtitan.csv"
 
 
 def torchtitan_rows() -> list[dict]:

@@ -4,7 +4,7 @@
 
 Prints, each next to its target:
 - in-process time of a full recommendation (request -> validated -> resolved -> searched, as
-  `advisor/cli.py` does it), warm-up once, then the median of N runs, in ms (<= 50 ms);
+  `advisor/cli/main.py` does it), warm-up once, then the median of N runs, in ms (<= 50 ms);
 - the slowest of the worst-case requests (every field at its bound: tests/test_api.py's
   WORST_CASES), each timed once after the warm-up above (<= 1 s);
 - the slowest hostile string input through the API in process (a 200 KB count string in each

@@ -1,5 +1,5 @@
 """The memory model against runs that happened: every llm-foundry benchmark row
-(../shared/reference/throughput.csv) trained at its micro-batch on its GPUs, so its predicted
+(benchmarks/data/throughput.csv) trained at its micro-batch on its GPUs, so its predicted
 per-GPU peak must fit in the device's memory. MosaicML picked the largest micro-batch that fits
 for most rows, so the predictions sit close to capacity: a model that over-counts (e.g. an
 unsharded gradient buffer Composer never allocates, or HF's fp32 logits upcast under a fused
@@ -13,10 +13,7 @@ import pytest
 
 from advisor.core.estimate import estimate
 from advisor.core.priors import default_priors
-from benchmarks.reference import REFERENCE, llm_foundry_cases
-
-pytestmark = pytest.mark.skipif(not (REFERENCE / "throughput.csv").exists(),
-                                reason="../shared/reference not present")
+from benchmarks.reference import llm_foundry_cases
 
 
 def test_every_published_llm_foundry_run_fits_in_its_gpu_memory():

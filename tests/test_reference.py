@@ -1,4 +1,4 @@
-"""The collective model against published NCCL measurements (../shared/reference)."""
+"""The collective model against published NCCL measurements (benchmarks/data/comm_bandwidth.csv)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,11 @@ from advisor.core.hardware import parse_cluster
 from advisor.core.layout import Group
 from advisor.core.priors import default_priors
 from benchmarks.fit_priors import _bytes
-from benchmarks.reference import REFERENCE
-
-pytestmark = pytest.mark.skipif(not (REFERENCE / "comm_bandwidth.csv").exists(),
-                                reason="../shared/reference not present")
+from benchmarks.reference import DATA
 
 
 def _b200_sweep(nodes: str) -> list[tuple[int, float]]:
-    with open(REFERENCE / "comm_bandwidth.csv") as f:
+    with open(DATA / "comm_bandwidth.csv") as f:
         return [(_bytes(r["payload"]), float(r["busbw_GBps"]) * 1e9) for r in csv.DictReader(f)
                 if "B200" in r["hardware"] and "all_reduce_bench" in r["collective"]
                 and r["nodes"] == nodes]
@@ -45,7 +42,7 @@ def _other_gpus() -> list[tuple[str, int, float, str]]:
     that name their payload or algorithm: A100 NVLink3 (payload not stated: taken as large),
     and H200 with NCCL's ring forced at 8 GiB on 4-8 GPUs."""
     out = []
-    with open(REFERENCE / "comm_bandwidth.csv") as f:
+    with open(DATA / "comm_bandwidth.csv") as f:
         for r in csv.DictReader(f):
             if r["hardware"].startswith("A100 node"):
                 out.append(("8xA100", 8, float(r["busbw_GBps"]) * 1e9, "A100, payload not stated"))

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import re
 
-KiB = 1024
 MiB = 1024**2
 GiB = 1024**3
 TiB = 1024**4
 GB = 1e9  # decimal gigabyte, used by datasheet bandwidths (GB/s)
-TFLOPS = 1e12
 
 _SUFFIXES = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 # Batch sizes in tokens follow the LLM convention: "4M tokens" is 2^22 = 4,194,304 (Llama:
