@@ -12,10 +12,11 @@ import zipfile
 from pathlib import Path
 
 from fastapi import Response
-from starlette.exceptions import HTTPException
 
 from advisor.core.errors import Infeasible
 from advisor.core.results import Estimate, Recommendation
+from advisor.emitters.choices import EmitOptions
+from advisor.emitters.files import build_plan, render
 from api import service
 from api.schemas import ConfigsRequest, RecommendRequest
 
@@ -41,12 +42,6 @@ def choose_plan(req: ConfigsRequest) -> tuple[Estimate, Recommendation]:
 
 def plan_files(req: ConfigsRequest) -> dict[str, str]:
     """File name -> text, as `advisor emit` would write them."""
-    try:
-        from advisor.emitters.choices import EmitOptions
-        from advisor.emitters.files import build_plan, render
-    except ImportError:
-        raise HTTPException(501, "config emission is not available in this build "
-                                 "(advisor.emitters.files cannot be imported)") from None
     plan, rec = choose_plan(req)
     why = rec.summary if req.strategy else [*rec.summary, rec.rule_of_thumb]
 

@@ -20,14 +20,6 @@ from benchmarks import speed
 ERROR_KEYS = {"code", "message", "field", "allowed", "errors"}
 
 
-def emit_available() -> bool:
-    try:
-        from advisor.emitters.files import build_plan, render  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 @pytest.fixture(scope="module")
 def client() -> TestClient:
     return TestClient(create_app(Settings()), raise_server_exceptions=False)
@@ -263,9 +255,6 @@ def test_worst_case_recommend_answers_with_bounded_work(job):
 def test_configs_json_and_zip(client):
     job = {"model": "llama-3-8b", "gpus": "8xA100"}
     r = client.post("/v1/configs", json=job)
-    if not emit_available():
-        assert_error(r, 501, "not_implemented")
-        pytest.skip("advisor.emitters.files is not available")
     assert r.status_code == 200, r.text
     files = r.json()
     assert files and all(isinstance(v, str) and v for v in files.values())
@@ -280,8 +269,6 @@ def test_configs_json_and_zip(client):
 
 def test_configs_when_nothing_fits(client):
     r = client.post("/v1/configs", json={"model": "llama-3.1-405b", "gpus": "1xL4"})
-    if not emit_available():
-        pytest.skip("advisor.emitters.files is not available")
     body = assert_error(r, 422, "infeasible")
     assert "no plan fits" in body["message"]
 
@@ -291,8 +278,6 @@ def test_configs_for_one_strategy_parse(client):
 
     job = {"model": "llama-3-8b", "gpus": "2x8xH100", "strategy": "zero3", "global_batch_tokens": "4M"}
     r = client.post("/v1/configs", json=job)
-    if not emit_available():
-        pytest.skip("advisor.emitters.files is not available")
     assert r.status_code == 200, r.text
     files = r.json()
     ds = json.loads(files["ds_config.json"])
@@ -303,8 +288,6 @@ def test_configs_for_one_strategy_parse(client):
 
 
 def test_configs_field_errors(client):
-    if not emit_available():
-        pytest.skip("advisor.emitters.files is not available")
     r = client.post("/v1/configs", json={"model": "llama-3-8b", "gpus": "8xA100", "strategy": "zero3-nvme"})
     assert_error(r, 422, "invalid_input", "nvme_path")
     r = client.post("/v1/configs", json={"model": "llama-3-8b", "gpus": "8xA100", "strategy": "zero3-nvme",

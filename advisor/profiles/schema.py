@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from advisor.core.hardware import gpu_catalog
 from advisor.core.jsontree import check_tree
 from advisor.core.priors import Priors, default_priors
 from advisor.core.text import SafeLongText, SafeText
@@ -156,8 +157,6 @@ class Profile(_Strict):
     @field_validator("catalog_gpu")
     @classmethod
     def _known_gpu(cls, v: str | None) -> str | None:
-        from advisor.core.hardware import gpu_catalog
-
         if v is not None and v not in gpu_catalog():
             raise ValueError(f"{v!r} is not in the GPU catalog (see `advisor gpus`)")
         return v
@@ -249,8 +248,6 @@ def architecture_of(profile: Profile) -> str:
 def _architecture(catalog_gpu: str | None, device_spec: dict[str, Any] | None) -> str:
     if catalog_gpu is None:
         return (device_spec or {}).get("architecture", "cpu")
-    from advisor.core.hardware import gpu_catalog
-
     return gpu_catalog()[catalog_gpu].architecture
 
 

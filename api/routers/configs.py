@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Response
 
 from api import bundle, service
 from api.routers.common import ERRORS
-from api.schemas import ConfigsRequest, ErrorResponse
+from api.schemas import ConfigsRequest
 
 router = APIRouter(prefix="/v1", tags=["configs"])
 
@@ -18,8 +18,7 @@ Format = Annotated[Literal["json", "zip"], Query(description="json: a map of fil
 
 @router.post("/configs", response_model=dict[str, str], summary="Config files for the plan",
              responses={**ERRORS, 200: {"content": {"application/zip": {}},
-                                        "description": "The files (JSON map, or a zip)"},
-                        501: {"model": ErrorResponse, "description": "Config emission unavailable"}})
+                                        "description": "The files (JSON map, or a zip)"}})
 async def post_configs(req: ConfigsRequest, format: Format = "json") -> Response:
     """Accelerate / DeepSpeed configs, launch commands and the checkpoint plan for the
     recommended plan (or `strategy`'s best plan). 422 with the reasons when it does not fit."""
