@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from advisor.core.results import Estimate, InfeasiblePlan, Recommendation
-from advisor.core.units import GB, GiB, duration_text
+from advisor.core.units import GB, GiB, duration_text, params_text
 
 _COMPONENTS = ("params", "grads", "optimizer", "activations", "logits", "buffers", "overhead")
 
@@ -67,7 +67,8 @@ def _memory_table(estimates: list[Estimate | InfeasiblePlan], title: str) -> Tab
 def print_recommendation(rec: Recommendation, console: Console | None = None) -> None:
     console = console or make_console()
     m = rec.model
-    console.print(f"[bold]{escape(m.name)}[/bold]: {m.params / 1e9:.2f}B params, {m.layers} layers x "
+    params = params_text(m.params, m.active_params, m.experts, m.top_k)
+    console.print(f"[bold]{escape(m.name)}[/bold] ({m.family}): {params}, {m.layers} layers x "
                   f"{m.hidden} hidden, {m.heads} heads ({m.kv_heads} kv), ffn {m.ffn}, vocab {m.vocab}")
     for note in rec.notes:
         console.print(f"[dim]note: {escape(note)}[/dim]")
@@ -92,8 +93,9 @@ def print_recommendation(rec: Recommendation, console: Console | None = None) ->
 def print_estimate(e: Estimate | InfeasiblePlan, console: Console | None = None) -> None:
     console = console or make_console()
     m, s = e.model, e.workload
+    params = params_text(m.params, m.active_params, m.experts, m.top_k)
     console.print(f"[bold]{e.strategy}[/bold] ({e.engine}) on {e.cluster.num_gpus} x {e.cluster.gpu}; "
-                  f"{escape(m.name)} {m.params / 1e9:.2f}B; micro-batch {s.micro_batch} x {s.seq_len} tokens,"
+                  f"{escape(m.name)} {params}; micro-batch {s.micro_batch} x {s.seq_len} tokens,"
                   f" grad-accum {s.grad_accum}, ckpt {s.act_ckpt}, {s.precision}"
                   f"{'' if s.master_weights or s.precision == 'fp32' else ' (pure)'}, {s.optimizer}")
     for note in e.cluster.notes:

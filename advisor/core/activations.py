@@ -51,7 +51,7 @@ def _norm_output_bytes(workload: Workload, residual: int, consumers: int) -> int
 def _consumers(model: ModelSpec) -> tuple[int, ...]:
     """Matmuls reading each norm's output: q, k, v; gate and up (or fc1); one norm if parallel."""
     mlp = 2 if model.gated_mlp else 1
-    return (3 + mlp,) if model.parallel_block else (3, mlp)
+    return (3 + mlp,) if model.parallel_block and model.norms_per_layer == 1 else (3, mlp)
 
 
 def layer_bytes(model: ModelSpec, workload: Workload, residual: int) -> float:

@@ -40,7 +40,10 @@ def cluster_info(cluster: Cluster) -> ClusterInfo:
 
 
 def model_info(model: ModelSpec) -> ModelInfo:
-    return ModelInfo(name=model.name, params=model.params, layers=model.layers,
+    moe = model.moe
+    return ModelInfo(name=model.name, family=model.family, params=model.params,
+                     active_params=model.active_params, experts=moe.experts if moe else None,
+                     top_k=moe.top_k if moe else None, layers=model.layers,
                      hidden=model.hidden, heads=model.heads, kv_heads=model.kv_heads,
                      ffn=model.ffn, vocab=model.vocab, gated_mlp=model.gated_mlp,
                      tied_embeddings=model.tied_embeddings, inferred=model.inferred,

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 from functools import cache, lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from advisor.core.architecture import MLASpec, MoESpec
 from advisor.core.errors import InvalidInput
 from advisor.core.text import SafeText
 from advisor.data import load_presets
@@ -21,52 +22,102 @@ MAX_PARAMS = 1e13  # 10T: beyond any dense model trained today
 
 
 class ModelSpec(BaseModel):
-    """A dense decoder-only transformer. Parameter counts follow the Hugging Face modules."""
+    """A decoder-only transformer as its model family builds it (advisor/core/families/).
+    Parameter counts follow the Hugging Face modules exactly (tests/test_families.py)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     name: SafeText
     """Shown in every output and written into the emitted files (validated: printable, bounded)."""
+    family: str = "llama"
+    """The model family (a transformers model_type) whose reader built this spec."""
     layers: int = Field(gt=0, le=1024)
     hidden: int = Field(gt=0, le=131072)
     heads: int = Field(gt=0, le=1024)
     kv_heads: int = Field(gt=0, le=1024)
     """Key/value heads: equal to `heads` for multi-head, fewer for GQA, 1 for multi-query."""
+    head_dim: int = Field(default=0, ge=0, le=4096)
+    """Per-head width; 0 (the default) means hidden / heads. Gemma-2, Qwen3-MoE, Mistral-Nemo
+    and gpt-oss set their own, so heads x head_dim need not equal hidden."""
     ffn: int = Field(gt=0, le=1048576)
-    """MLP intermediate size."""
+    """MLP intermediate size (of the dense layers, for MoE models)."""
     vocab: int = Field(gt=0, le=4194304)
     gated_mlp: bool = True
-    """SwiGLU-style MLP with gate, up and down projections (3 matrices) instead of 2."""
+    """SwiGLU / GeGLU-style MLP with gate, up and down projections (3 matrices) instead of 2."""
     tied_embeddings: bool = False
     """Output head shares the input embedding matrix."""
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
     norm_bias: bool = False
+    norms_per_layer: int = Field(default=0, ge=0, le=4)
+    """Norms in one decoder layer; 0 (the default) means 1 for a parallel block, else 2. Gemma-2
+    and -3 have 4 (before and after attention and MLP); OLMo-2 2 after them."""
+    norm_position: Literal["pre", "post", "sandwich"] = "pre"
+    """Where the norms sit: before attention and MLP (Llama), after them (OLMo-2), or both
+    (Gemma-2/3)."""
+    qk_norm: Literal["none", "head", "full"] = "none"
+    """RMSNorm on queries and keys: per head (Qwen3, Gemma-3: head_dim weights each) or over the
+    whole projection (OLMo-2: heads x head_dim and kv_heads x head_dim)."""
     qkv_bias: bool = False
     out_bias: bool = False
     """Bias on the attention output projection."""
     mlp_bias: bool = False
+    attention_sinks: bool = False
+    """A learned per-head sink logit (gpt-oss): `heads` parameters per layer."""
     parallel_block: bool = False
-    """Attention and MLP read the same normalized input (Falcon, GPT-J): one norm per layer."""
+    """Attention and MLP computed from the same layer input in parallel (Falcon, GPT-J, NeoX)."""
+    mla: MLASpec | None = None
+    """Multi-head latent attention (DeepSeek-V2/V3) instead of q/k/v projections."""
+    moe: MoESpec | None = None
+    """Mixture-of-experts MLP in `moe.moe_layers` of the layers (None: dense)."""
+    sliding_window: int | None = Field(default=None, gt=0)
+    """Local attention window of the `sliding_layers` layers that use one."""
+    sliding_layers: int = Field(default=0, ge=0)
+    attn_softcap: float | None = Field(default=None, gt=0)
+    """Attention logit soft-capping (Gemma-2: transformers then runs eager attention)."""
+    logit_softcap: float | None = Field(default=None, gt=0)
+    """Final logit soft-capping (Gemma-2): tanh(logits / cap) x cap before the loss."""
+    fused_qkv: bool = False
+    """One qkv projection tensor (Phi-3, NeoX, Falcon): the same count, one tensor."""
+    fused_gate_up: bool = False
+    """One gate+up projection tensor (Phi-3)."""
     position_embedding: Literal["rope", "alibi", "learned"] = "rope"
     max_position_embeddings: int = Field(default=4096, gt=0)
-    decoder_layer_class: str = "LlamaDecoderLayer"
+    decoder_layer_class: str = Field(default="LlamaDecoderLayer", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
     """The transformers class of one decoder layer: the FSDP wrap unit in emitted configs."""
     params_override: int | None = Field(default=None, gt=0)
     """Exact parameter count given by the user (`--params`); the shape is then only inferred."""
     source: str = ""
     """Where the shape comes from (preset file, config.json path, or 'inferred from --params')."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        if not out.get("head_dim") and out.get("heads") and out.get("hidden"):
+            if out["hidden"] % out["heads"]:
+                raise ValueError(f"heads ({out['heads']}) must divide hidden ({out['hidden']}) "
+                                 "unless head_dim is given")
+            out["head_dim"] = out["hidden"] // out["heads"]
+        if not out.get("norms_per_layer"):
+            out["norms_per_layer"] = 1 if out.get("parallel_block") else 2
+        return out
+
     @model_validator(mode="after")
     def _check_shape(self) -> ModelSpec:
-        if self.hidden % self.heads:
-            raise ValueError(f"heads ({self.heads}) must divide hidden ({self.hidden})")
         if self.heads % self.kv_heads:
             raise ValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
+        if self.moe is not None and self.moe.moe_layers > self.layers:
+            raise ValueError(f"moe_layers ({self.moe.moe_layers}) exceeds layers ({self.layers})")
+        if self.sliding_layers > self.layers:
+            raise ValueError(f"sliding_layers ({self.sliding_layers}) exceeds layers ({self.layers})")
         return self
 
     @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
+    def q_dim(self) -> int:
+        """Width of the query projection output: heads * head_dim (hidden for most models)."""
+        return self.heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
@@ -77,25 +128,57 @@ class ModelSpec(BaseModel):
     def inferred(self) -> bool:
         return self.params_override is not None
 
+    @property
+    def moe_layers(self) -> int:
+        return self.moe.moe_layers if self.moe else 0
+
+    @property
+    def dense_layers(self) -> int:
+        return self.layers - self.moe_layers
+
     # -- parameter counts (elements) ------------------------------------------------------
     @property
-    def layer_params(self) -> int:
-        """Parameters of one decoder layer.
+    def attention_params(self) -> int:
+        """One layer's attention: q, k, v, o (or MLA's projections), biases, q/k norms, sinks."""
+        h, q, kv = self.hidden, self.q_dim, self.kv_dim
+        if self.mla is not None:
+            out = self.mla.params(h, self.heads, self.qkv_bias)
+        else:
+            out = 2 * h * q + 2 * h * kv + (q + 2 * kv) * self.qkv_bias + h * self.out_bias
+        out += {"none": 0, "head": 2 * self.head_dim, "full": q + kv}[self.qk_norm]
+        return out + self.heads * self.attention_sinks
 
-        attention: q and o are h x h, k and v are h x kv_dim; MLP: 3 (gated) or 2 matrices of
-        h x ffn; plus biases and 1-2 norms (weight, and bias for LayerNorm with bias).
-        """
-        h, kv, f = self.hidden, self.kv_dim, self.ffn
-        attention = 2 * h * h + 2 * h * kv
-        attention += (h + 2 * kv) * self.qkv_bias + h * self.out_bias
+    @property
+    def dense_mlp_params(self) -> int:
+        h, f = self.hidden, self.ffn
         mlp = (3 if self.gated_mlp else 2) * h * f
-        mlp += ((2 * f if self.gated_mlp else f) + h) * self.mlp_bias
-        norms = (1 if self.parallel_block else 2) * self.norm_params
-        return attention + mlp + norms
+        return mlp + ((2 * f if self.gated_mlp else f) + h) * self.mlp_bias
 
     @property
     def norm_params(self) -> int:
         return self.hidden * (2 if self.norm_bias else 1)
+
+    @property
+    def dense_layer_params(self) -> int:
+        """Parameters of one dense decoder layer: attention, MLP, norms."""
+        return self.attention_params + self.dense_mlp_params + self.norms_per_layer * self.norm_params
+
+    @property
+    def moe_layer_params(self) -> int:
+        """Parameters of one MoE decoder layer (0 for a dense model)."""
+        if self.moe is None:
+            return 0
+        return self.attention_params + self.moe.params(self.hidden) + self.norms_per_layer * self.norm_params
+
+    @property
+    def layer_params(self) -> int:
+        """The largest decoder layer: the FSDP unit gathered at once."""
+        return max(self.dense_layer_params if self.dense_layers else 0, self.moe_layer_params)
+
+    @property
+    def all_layer_params(self) -> int:
+        """All decoder layers together."""
+        return self.dense_layers * self.dense_layer_params + self.moe_layers * self.moe_layer_params
 
     @property
     def embedding_params(self) -> int:
@@ -111,38 +194,71 @@ class ModelSpec(BaseModel):
     @property
     def shape_params(self) -> int:
         """Parameters implied by the shape."""
-        return self.embedding_params + self.layers * self.layer_params + self.head_params
+        return self.embedding_params + self.all_layer_params + self.head_params
 
     @property
     def params(self) -> int:
         """Exact parameter count: the user's `--params` if given, else the shape's."""
         return self.params_override or self.shape_params
 
+    @property
+    def active_params(self) -> int:
+        """Parameters one token uses: all of them for a dense model; for MoE, the routed
+        experts a token does not reach are left out (router and shared experts stay in)."""
+        if self.moe is None:
+            return self.params
+        unused = (self.moe.experts - self.moe.top_k) * self.moe.expert_params(self.hidden)
+        return self.params - self.moe_layers * unused
+
     def parameter_tensors(self) -> list[int]:
-        """Element counts of the parameter tensors in registration order (a Hugging Face
-        decoder: embedding, then per layer q, k, v, o (+ biases), the MLP matrices (+ biases) and
-        the norms, then the final norm and the untied head). DeepSpeed flattens them in this
-        order before partitioning."""
-        h, kv, f = self.hidden, self.kv_dim, self.ffn
-        attention = [h * h, h * kv, h * kv] + ([h, kv, kv] if self.qkv_bias else [])
-        attention += [h * h] + ([h] if self.out_bias else [])
-        mats = 3 if self.gated_mlp else 2
-        mlp = [h * f] * mats + ([f] * (mats - 1) + [h] if self.mlp_bias else [])
-        norm = [h, h] if self.norm_bias else [h]
-        layer = attention + mlp + norm * (1 if self.parallel_block else 2)
-        out = [self.vocab * h]
+        """Element counts of the parameter tensors in registration order (embedding, per layer
+        the attention projections (+ biases), the MLP or MoE tensors (+ biases) and the norms,
+        then the final norm and the untied head). DeepSpeed flattens them in this order before
+        partitioning."""
+        return [numel for numel, _ in self.parameter_shapes()]
+
+    def parameter_shapes(self) -> list[tuple[int, int]]:
+        """(elements, size of dim 0) of each parameter tensor, in registration order: what FSDP2
+        shards (dim 0, padded to the shard group)."""
+        h, q, kv, f = self.hidden, self.q_dim, self.kv_dim, self.ffn
+        out: list[tuple[int, int]] = [(self.vocab * h, self.vocab)]
         if self.position_embedding == "learned":
-            out.append(self.max_position_embeddings * h)
-        out += layer * self.layers + norm
+            out.append((self.max_position_embeddings * h, self.max_position_embeddings))
+        norm = [(h, h), (h, h)] if self.norm_bias else [(h, h)]
+        attn = [(self.attention_params, q)] if self.mla is not None else (
+            [(h * (q + 2 * kv), q + 2 * kv)] if self.fused_qkv else [(h * q, q), (h * kv, kv), (h * kv, kv)])
+        if self.mla is None:
+            attn += [(q + 2 * kv, q + 2 * kv)] * self.qkv_bias + [(q * h, h)] + [(h, h)] * self.out_bias
+        d = self.head_dim
+        attn += {"none": [], "head": [(d, d), (d, d)], "full": [(q, q), (kv, kv)]}[self.qk_norm]
+        attn += [(self.heads, self.heads)] * self.attention_sinks
+        mats = 3 if self.gated_mlp else 2
+        dense = ([(2 * h * f, 2 * f), (f * h, h)] if self.fused_gate_up
+                 else [(h * f, f)] * mats)
+        dense += ([(f, f)] * (mats - 1) + [(h, h)]) * self.mlp_bias
+        layer_norms = norm * self.norms_per_layer
+        for i in range(self.layers):
+            out += attn
+            if self.moe is not None and i >= self.dense_layers:
+                e, ef = self.moe.experts, self.moe.expert_ffn
+                out += [(e * h, e)] + [(e, e)] * self.moe.router_bias
+                out += [(e * h * 2 * ef, e), (e * ef * h, e)]
+                out += [(e * 2 * ef, e), (e * h, e)] * self.moe.expert_bias
+                if self.moe.shared_ffn:
+                    out.append((3 * h * self.moe.shared_ffn, self.moe.shared_ffn))
+            else:
+                out += dense
+            out += layer_norms
+        out += norm
         if not self.tied_embeddings:
-            out.append(self.vocab * h)
+            out.append((self.vocab * h, self.vocab))
         return out
 
     @property
     def modules_per_layer(self) -> int:
         """Submodules of one decoder layer that own parameters or wrap them (hook targets):
         q, k, v, o, 2-3 MLP matrices, the norms, and the attention / MLP / layer containers."""
-        return 4 + (3 if self.gated_mlp else 2) + (1 if self.parallel_block else 2) + 3
+        return 4 + (3 if self.gated_mlp else 2) + self.norms_per_layer + 3
 
     @property
     def largest_layer_params(self) -> int:
@@ -151,33 +267,61 @@ class ModelSpec(BaseModel):
         return max(self.vocab * self.hidden, self.layer_params)
 
     # -- FLOPs -----------------------------------------------------------------------------
+    @property
+    def _attention_widths(self) -> tuple[int, int]:
+        """(query/key width, value width) summed over heads: what QK^T and AV multiply."""
+        if self.mla is not None:
+            return self.heads * self.mla.qk_head_dim, self.heads * self.mla.v_head_dim
+        return self.q_dim, self.q_dim
+
     def mfu_flops_per_token(self, seq_len: int) -> float:
-        """Model FLOPs per token for forward + backward: 6 * P + 12 * L * h * s.
+        """Model FLOPs per token for forward + backward: 6 * P_active + 6 * L * (qk + v) * s.
 
         The MFU convention of PaLM (Chowdhery et al. 2022, appendix B) as used by MosaicML
-        llm-foundry: 6 FLOPs per parameter per token, plus attention scores and values
-        (2 matmuls x 2 FLOPs x 3 for fwd+bwd = 12, per layer, per hidden unit, per context
-        position), counted over the full s x s square regardless of the causal mask.
+        llm-foundry: 6 FLOPs per parameter per token (the active parameters of an MoE model),
+        plus attention scores and values (2 matmuls x 2 FLOPs x 3 for fwd+bwd, per layer, per
+        query/key and value width, per context position), counted over the full s x s square
+        regardless of the causal mask or a sliding window: 12 * L * h * s when qk = v = h.
         """
-        return 6.0 * self.params + 12.0 * self.layers * self.hidden * seq_len
+        qk, v = self._attention_widths
+        return 6.0 * self.active_params + 6.0 * self.layers * (qk + v) * seq_len
+
+    @property
+    def _non_matmul_params(self) -> int:
+        """Norm weights (decoder layers, q/k norms, MLA's latent norms, the final norm) and
+        attention sinks: parameters that take part in no matmul."""
+        per_layer = self.norms_per_layer * self.norm_params + self.heads * self.attention_sinks
+        per_layer += {"none": 0, "head": 2 * self.head_dim, "full": self.q_dim + self.kv_dim}[self.qk_norm]
+        if self.mla is not None:
+            per_layer += self.mla.kv_lora_rank + (self.mla.q_lora_rank or 0)
+        return self.layers * per_layer + self.norm_params
 
     @property
     def matmul_params(self) -> int:
-        """Weights (and biases) that take part in a matmul: all but the token-embedding lookup,
-        learned positions and norms; a tied embedding counts once, as the output head."""
-        norms = (self.layers * (1 if self.parallel_block else 2) + 1) * self.norm_params
+        """Weights (and biases) that take part in a matmul, every expert included: all but the
+        token-embedding lookup, learned positions and the non-matmul parameters; a tied
+        embedding counts once, as the output head."""
         tied_head = self.vocab * self.hidden if self.tied_embeddings else 0
-        return self.params - self.embedding_params - norms + tied_head
+        return self.params - self.embedding_params - self._non_matmul_params + tied_head
+
+    @property
+    def active_matmul_params(self) -> int:
+        """Matmul weights one token multiplies: matmul_params less the unused routed experts."""
+        return self.matmul_params - (self.params - self.active_params)
 
     def dense_flops_per_token(self) -> float:
-        """Forward + backward FLOPs per token of the weight matmuls: 6 per matmul weight
-        (2 forward, 4 backward; Kaplan et al. 2020)."""
-        return 6.0 * self.matmul_params
+        """Forward + backward FLOPs per token of the weight matmuls a token goes through: 6 per
+        active matmul weight (2 forward, 4 backward; Kaplan et al. 2020)."""
+        return 6.0 * self.active_matmul_params
 
     def attention_flops_per_token(self, seq_len: int) -> float:
         """Forward + backward FLOPs per token of the attention scores and values over the full
-        s x s square: 12 * L * h * s (a causal kernel may skip half)."""
-        return 12.0 * self.layers * self.hidden * seq_len
+        s x s square, 6 * (qk + v) * s per layer (a causal kernel may skip half); layers with a
+        sliding window see at most `sliding_window` positions."""
+        qk, v = self._attention_widths
+        local = min(seq_len, self.sliding_window or seq_len)
+        spans = (self.layers - self.sliding_layers) * seq_len + self.sliding_layers * local
+        return 6.0 * (qk + v) * spans
 
 
 # Canonical aspect ratio for `--params` alone: head_dim 128, layers = hidden / 128 (Llama-13B

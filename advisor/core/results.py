@@ -148,8 +148,16 @@ class ClusterInfo:
 @dataclass(frozen=True, slots=True)
 class ModelInfo:
     name: str
+    family: str
+    """The model family (transformers model_type) whose layers the estimate describes."""
     params: int
     """Exact parameter count (the user's --params if given)."""
+    active_params: int
+    """Parameters one token uses: params for a dense model, fewer for MoE (top-k experts)."""
+    experts: int | None
+    """Routed experts per MoE layer (None: dense)."""
+    top_k: int | None
+    """Routed experts per token (None: dense)."""
     layers: int
     hidden: int
     heads: int

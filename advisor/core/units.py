@@ -66,6 +66,15 @@ def gib_text(n_bytes: float) -> str:
     return f"{n_bytes / GiB:.1f} GiB"
 
 
+def params_text(params: int, active: int, experts: int | None = None, top_k: int | None = None) -> str:
+    """A parameter count for people: '8.03B params', or for MoE with the active share."""
+    text = f"{params / 1e9:.2f}B params"
+    if active != params:
+        text += f" ({active / 1e9:.2f}B active per token"
+        text += f": {top_k} of {experts} experts)" if experts and top_k else ")"
+    return text
+
+
 def duration_text(seconds: float | None, missing: str = "-") -> str:
     """Seconds as minutes, hours or days for people; `missing` when there is no value."""
     if seconds is None:

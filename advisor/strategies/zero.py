@@ -70,7 +70,7 @@ def straddle_surplus(model: ModelSpec, world: int) -> int:
 def persistent_params(model: ModelSpec, threshold: int) -> int:
     """Parameters ZeRO-3 keeps whole on every GPU: tensors below the persistence threshold
     (norm weights and biases, for LLMs)."""
-    norms = model.layers * (1 if model.parallel_block else 2) + 1
+    norms = model.layers * model.norms_per_layer + 1
     small = norms * model.norm_params if model.hidden < threshold else 0
     biases = model.layers * ((model.hidden + 2 * model.kv_dim) * model.qkv_bias
                              + model.hidden * model.out_bias)
