@@ -144,3 +144,34 @@ def test_falcon_new_architecture_has_two_norms_and_grouped_kv():
 def test_qwen2_biases_q_k_v_only():
     spec = from_hf_config(_config("qwen2.5-7b"))
     assert spec.qkv_bias and not spec.out_bias and not spec.mlp_bias
+
+
+@pytest.mark.parametrize(("params", "hidden", "heads", "kv_heads"), [
+    (7e9, 4096, 32, 32),    # the Llama-2-7B shape (the old rule gave 31 x 4224 with 33 heads)
+    (13e9, 5120, 40, 40),   # Llama-2-13B: 40 layers
+    (70e9, 8192, 64, 8),    # Llama-2-70B: 64 heads, GQA 8 (the old rule gave 71 heads)
+    (405e9, 16384, 128, 8),
+])
+def test_params_alone_infers_the_public_shape_of_that_size(params, hidden, heads, kv_heads):
+    from advisor.core.model import infer_from_params
+
+    m = infer_from_params(params)
+    assert (m.hidden, m.heads, m.kv_heads) == (hidden, heads, kv_heads)
+    assert m.params == int(params)  # the count stays exact
+    assert abs(m.shape_params / params - 1) < 0.02
+
+
+@pytest.mark.parametrize("params", [1e8, 1e9, 2.5e9, 20e9, 150e9, 1e12, 1e13])
+def test_every_inferred_shape_has_head_dim_128_and_heads_a_multiple_of_8(params):
+    from advisor.core.model import infer_from_params
+
+    m = infer_from_params(params)
+    assert m.head_dim == 128 and m.heads % 8 == 0 and m.heads % m.kv_heads == 0
+
+
+def test_an_moe_estimate_says_it_has_no_expert_parallelism():
+    from tests.helpers import run
+
+    est = run("fsdp", "8xH100", "mixtral-8x7b")
+    assert any("all 8 experts" in n and "no expert parallelism" in n for n in est.notes)
+    assert est.model.active_params < est.model.params and est.model.experts == 8

@@ -16,6 +16,8 @@ def files(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
     (root / "latin1.json").write_bytes(NON_UTF8)
     (root / "a-file").write_text("x")
+    (root / "unknown-family.json").write_text('{"model_type": "newarch", "hidden_size": 4096}')
+    (root / "not-json.json").write_text("model_type: llama")
     return root
 
 
@@ -47,6 +49,10 @@ CASES = [
      "alternatives", ["0 to 16"]),
     ("unknown-flag", ["recommend", *JOB, "--bogus"], "bogus", ["unrecognized"]),
     ("missing-gpus", ["recommend", "--params", "7e9"], "gpus", ["required"]),
+    ("unknown-family", ["recommend", "--hf-config", "{root}/unknown-family.json", "--gpus", "8xA100"],
+     "hf_config", ["newarch", "not modelled", "mixtral", "llama"]),
+    ("not-json", ["recommend", "--hf-config", "{root}/not-json.json", "--gpus", "8xA100"], "hf_config",
+     ["not valid JSON"]),
 ]
 
 

@@ -131,8 +131,20 @@ def estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: S
                          if tokens_to_train else None))
     reason = does_not_fit(memory, priors.offload.host_ram_usable_fraction)
     fix = _sync_fix(ctx, strategy) if reason else None
+    notes = [moe_note(model)] if model.moe else []
     return Estimate(strategy=strategy.name, engine=strategy.engine, fits=reason is None,
                     reason=reason, fix=fix, workload=workload, layout=ctx.layout,
                     engine_config=strategy.engine_config(ctx), offload=strategy.offload,
                     cluster=cluster_info(cluster), model=model_info(model), memory=memory,
-                    communication=_communication(ctx, inputs), time=time, throughput=throughput)
+                    communication=_communication(ctx, inputs), time=time, throughput=throughput,
+                    notes=notes)
+
+
+def moe_note(model: ModelSpec) -> str:
+    """What an MoE estimate assumes about the experts."""
+    moe = model.moe
+    if moe is None:
+        raise ValueError(f"{model.name} is not a mixture of experts")
+    return (f"mixture of experts: every GPU holds (or shards) all {moe.experts} experts of each of "
+            f"the {moe.moe_layers} MoE layers and computes {moe.top_k} per token; the plan has no "
+            "expert parallelism (not modelled yet)")

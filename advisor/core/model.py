@@ -220,39 +220,43 @@ class ModelSpec(BaseModel):
     def parameter_shapes(self) -> list[tuple[int, int]]:
         """(elements, size of dim 0) of each parameter tensor, in registration order: what FSDP2
         shards (dim 0, padded to the shard group)."""
-        h, q, kv, f = self.hidden, self.q_dim, self.kv_dim, self.ffn
+        h = self.hidden
         out: list[tuple[int, int]] = [(self.vocab * h, self.vocab)]
         if self.position_embedding == "learned":
             out.append((self.max_position_embeddings * h, self.max_position_embeddings))
-        norm = [(h, h), (h, h)] if self.norm_bias else [(h, h)]
-        attn = [(self.attention_params, q)] if self.mla is not None else (
-            [(h * (q + 2 * kv), q + 2 * kv)] if self.fused_qkv else [(h * q, q), (h * kv, kv), (h * kv, kv)])
-        if self.mla is None:
-            attn += [(q + 2 * kv, q + 2 * kv)] * self.qkv_bias + [(q * h, h)] + [(h, h)] * self.out_bias
-        d = self.head_dim
-        attn += {"none": [], "head": [(d, d), (d, d)], "full": [(q, q), (kv, kv)]}[self.qk_norm]
-        attn += [(self.heads, self.heads)] * self.attention_sinks
-        mats = 3 if self.gated_mlp else 2
-        dense = ([(2 * h * f, 2 * f), (f * h, h)] if self.fused_gate_up
-                 else [(h * f, f)] * mats)
-        dense += ([(f, f)] * (mats - 1) + [(h, h)]) * self.mlp_bias
-        layer_norms = norm * self.norms_per_layer
         for i in range(self.layers):
-            out += attn
-            if self.moe is not None and i >= self.dense_layers:
-                e, ef = self.moe.experts, self.moe.expert_ffn
-                out += [(e * h, e)] + [(e, e)] * self.moe.router_bias
-                out += [(e * h * 2 * ef, e), (e * ef * h, e)]
-                out += [(e * 2 * ef, e), (e * h, e)] * self.moe.expert_bias
-                if self.moe.shared_ffn:
-                    out.append((3 * h * self.moe.shared_ffn, self.moe.shared_ffn))
-            else:
-                out += dense
-            out += layer_norms
-        out += norm
+            out += self.layer_shapes(moe=self.moe is not None and i >= self.dense_layers)
+        out += [(h, h), (h, h)] if self.norm_bias else [(h, h)]
         if not self.tied_embeddings:
             out.append((self.vocab * h, self.vocab))
         return out
+
+    def layer_shapes(self, moe: bool) -> list[tuple[int, int]]:
+        """(elements, dim 0) of one decoder layer's tensors (a dense or an MoE layer)."""
+        h, q, kv, f, d = self.hidden, self.q_dim, self.kv_dim, self.ffn, self.head_dim
+        norm = [(h, h), (h, h)] if self.norm_bias else [(h, h)]
+        if self.mla is not None:
+            out = [(self.attention_params, q)]
+        else:
+            fused = [(h * (q + 2 * kv), q + 2 * kv)]
+            out = fused if self.fused_qkv else [(h * q, q), (h * kv, kv), (h * kv, kv)]
+            out += [(q + 2 * kv, q + 2 * kv)] * self.qkv_bias + [(q * h, h)] + [(h, h)] * self.out_bias
+            out += {"none": [], "head": [(d, d), (d, d)], "full": [(q, q), (kv, kv)]}[self.qk_norm]
+            out += [(self.heads, self.heads)] * self.attention_sinks
+        if moe and self.moe is not None:
+            e, ef = self.moe.experts, self.moe.expert_ffn
+            out += [(e * h, e)] + [(e, e)] * self.moe.router_bias
+            out += [(e * h * 2 * ef, e), (e * ef * h, e)]
+            out += [(e * 2 * ef, e), (e * h, e)] * self.moe.expert_bias
+            if self.moe.shared_ffn:
+                out.append((3 * h * self.moe.shared_ffn, self.moe.shared_ffn))
+            if self.moe.shared_gate:
+                out.append((h, 1))
+        else:
+            mats = 3 if self.gated_mlp else 2
+            out += [(2 * h * f, 2 * f), (f * h, h)] if self.fused_gate_up else [(h * f, f)] * mats
+            out += ([(f, f)] * (mats - 1) + [(h, h)]) * self.mlp_bias
+        return out + norm * self.norms_per_layer
 
     @property
     def modules_per_layer(self) -> int:
@@ -324,32 +328,55 @@ class ModelSpec(BaseModel):
         return 6.0 * (qk + v) * spans
 
 
-# Canonical aspect ratio for `--params` alone: head_dim 128, layers = hidden / 128 (Llama-13B
-# is 5120 x 40), gated MLP of 8/3 h rounded up to 256, Llama-2 vocabulary.
-_INFER_HEAD_DIM = 128
+# `--params` alone: the shape of the public model nearest in size (log scale), its layer count
+# refitted so the shape's count is closest to P (P itself stays exact for memory). head_dim 128,
+# heads a multiple of 8, the Llama-2 vocabulary (32000) throughout.
+#   params   hidden heads kv  ffn     anchor
+_ANCHORS = (
+    (1.24e9, 2048, 16, 8, 8192),     # Llama-3.2-1B (16 layers; its 32 heads of 64 as 16 of 128)
+    (3.21e9, 3072, 24, 8, 8192),     # Llama-3.2-3B (28 layers)
+    (6.74e9, 4096, 32, 32, 11008),   # Llama-2-7B (32 layers, multi-head)
+    (13.0e9, 5120, 40, 40, 13824),   # Llama-2-13B (40 layers, multi-head)
+    (33.7e9, 8192, 64, 8, 22016),    # CodeLlama-34B (48 layers)
+    (69.0e9, 8192, 64, 8, 28672),    # Llama-2-70B (80 layers)
+    (405.9e9, 16384, 128, 8, 53248),  # Llama-3.1-405B (126 layers)
+)
 _INFER_VOCAB = 32000
+_INFER_HEAD_DIM = 128
+
+
+def _anchor(params: float) -> tuple[int, int, int, int, str]:
+    """(hidden, heads, kv_heads, ffn, what it follows) for a parameter count."""
+    if params > _ANCHORS[-1][0] * 1.5:  # past the largest public dense model: grow its aspect
+        hidden = max(16384, round((128 * params / 12) ** (1 / 3) / 1024) * 1024)
+        return hidden, hidden // _INFER_HEAD_DIM, 8, math.ceil(3.25 * hidden / 256) * 256, \
+            "Llama-3.1-405B's aspect, scaled"
+    if params < 0.5e9:  # below the smallest anchor: 8 heads of 128
+        return 1024, 8, 8, 2816, "8 heads of 128, ffn 2.75 x hidden"
+    p, hidden, heads, kv, ffn = min(_ANCHORS, key=lambda a: abs(math.log(params / a[0])))
+    return hidden, heads, kv, ffn, f"the {p / 1e9:g}B public shape"
 
 
 @lru_cache(maxsize=256)
 def infer_from_params(params: float) -> ModelSpec:
-    """A Llama-style shape for a parameter count: hidden ~ (128 * P / 12)^(1/3) rounded to 128;
-    layers chosen so the shape's count is closest to P. The given P stays exact for memory.
-    Cached: a ModelSpec is immutable."""
+    """A standard Llama-style shape for a parameter count (the public model nearest in size,
+    _ANCHORS), layers chosen so the shape's count is closest to P. The given P stays exact for
+    memory. Cached: a ModelSpec is immutable."""
     if not (params > 0) or params > MAX_PARAMS or math.isnan(params):
         raise InvalidInput("params", f"{params:g} is out of range", f"1e6 to {MAX_PARAMS:g}")
     if params < 1e6:
         raise InvalidInput("params", f"{params:g} is too small to be an LLM", f"1e6 to {MAX_PARAMS:g}")
-    hidden = max(_INFER_HEAD_DIM, round((128 * params / 12) ** (1 / 3) / 128) * 128)
-    ffn = math.ceil(8 * hidden / 3 / 256) * 256
-    probe = ModelSpec(name="probe", layers=1, hidden=hidden, heads=hidden // _INFER_HEAD_DIM,
-                      kv_heads=hidden // _INFER_HEAD_DIM, ffn=ffn, vocab=_INFER_VOCAB)
+    hidden, heads, kv_heads, ffn, follows = _anchor(params)
+    probe = ModelSpec(name="probe", layers=1, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,
+                      vocab=_INFER_VOCAB)
     non_layer = probe.shape_params - probe.layer_params
     layers = max(1, round((params - non_layer) / probe.layer_params))
     return probe.model_copy(update={
         "name": f"{params / 1e9:g}B (inferred)",
         "layers": layers,
         "params_override": int(params),
-        "source": "inferred from --params: Llama-style shape, head_dim 128, gated MLP, vocab 32000",
+        "source": f"inferred from --params: {follows} (hidden {hidden}, {heads} heads of 128, "
+                  f"{kv_heads} KV heads, ffn {ffn}), vocab 32000",
     })
 
 

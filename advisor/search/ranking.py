@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from advisor.core.context import Context
 from advisor.core.errors import Infeasible
-from advisor.core.estimate import cluster_info, estimate, feasible_context, model_info
+from advisor.core.estimate import cluster_info, estimate, feasible_context, model_info, moe_note
 from advisor.core.hardware import Cluster
 from advisor.core.memory import does_not_fit, memory_breakdown
 from advisor.core.model import ModelSpec
@@ -127,6 +127,8 @@ def recommend(space: SearchSpace, cluster: Cluster, model: ModelSpec,
     chosen = ranked[0] if ranked and isinstance(ranked[0], Estimate) and ranked[0].fits else None
     summary, rule = explain(chosen, ranked, cluster, model)
     notes = list(cluster.notes)
+    if model.moe is not None:
+        notes.append(moe_note(model))
     if model.inferred:
         notes.append(f"model shape inferred from --params: {model.layers} layers x "
                      f"{model.hidden} hidden, {model.heads} heads, ffn {model.ffn}, vocab "

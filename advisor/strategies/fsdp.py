@@ -23,6 +23,8 @@ priors carry (overhead.fragmentation.fsdp1), and in its overlap prior.
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
 from typing import ClassVar, Literal
 
 from advisor.core.communication import Collective
@@ -31,7 +33,31 @@ from advisor.core.engines import Engine, FsdpConfig, Offload
 from advisor.core.errors import Infeasible
 from advisor.core.hardware import Cluster
 from advisor.core.layout import ParallelLayout
+from advisor.core.model import ModelSpec
 from advisor.core.protocol import Buffers, Family, HookKind, HostWork, ModelStates
+
+
+@lru_cache(maxsize=256)
+def fsdp2_shard_elements(model: ModelSpec, shards: int) -> int:
+    """Elements one rank holds under FSDP2: every parameter is chunked on dim 0 and padded to a
+    multiple of the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_param.py: torch.chunk
+    on dim 0, the last chunks padded), so a rank holds ceil(dim0 / N) rows of each tensor. About
+    shape_params / N for a dense model; far more when a tensor's dim 0 is small, as for the
+    routed experts transformers fuses into [experts, ...] tensors (Mixtral's 8 on 64 ranks: a
+    rank holds 1/8 of every expert tensor, 7.8x its even share: tests/data/oracle/families.json)."""
+    return _padded(model.parameter_shapes(), shards)
+
+
+def _padded(shapes: list[tuple[int, int]], shards: int) -> int:
+    return sum(math.ceil(d0 / shards) * (numel // d0) for numel, d0 in shapes)
+
+
+@lru_cache(maxsize=256)
+def fsdp2_unit_elements(model: ModelSpec, shards: int) -> int:
+    """Elements of the largest decoder layer's all-gather output under FSDP2: N x each rank's
+    padded shard of its tensors (the padding is gathered too)."""
+    kinds = [model.moe is not None] + ([False] if model.moe is not None and model.dense_layers else [])
+    return max(shards * _padded(model.layer_shapes(moe=moe), shards) for moe in kinds)
 
 
 class _FSDP:
@@ -72,8 +98,18 @@ class _FSDP:
         return None
 
     def _shard(self, ctx: Context) -> float:
-        """Parameters in this rank's shard: P / dp_shard."""
-        return ctx.P / ctx.layout.dp_shard
+        """Parameters in this rank's shard: P / dp_shard, or for FSDP2 what its dim-0 sharding
+        gives (fsdp2_shard_elements: fused expert weights shard on the expert dimension)."""
+        n = ctx.layout.dp_shard
+        if self.fsdp_version == 1:
+            return ctx.P / n
+        return ctx.P * fsdp2_shard_elements(ctx.model, n) / ctx.model.shape_params
+
+    def _unit(self, ctx: Context) -> float:
+        """Elements one FSDP unit gathers: the largest layer (FSDP2: with its dim-0 padding)."""
+        if self.fsdp_version == 1 or ctx.model.inferred:
+            return ctx.model.layer_params
+        return fsdp2_unit_elements(ctx.model, ctx.layout.dp_shard)
 
     @staticmethod
     def _shard_element(ctx: Context) -> int:
@@ -103,7 +139,7 @@ class _FSDP:
         root = m.embedding_params + m.head_params
         items = {"gathered root (embedding, head)": float(c * root)}
         if self.reshard_after_forward:
-            items["all-gather buffer (one unit)"] = float(c * m.layer_params)
+            items["all-gather buffer (one unit)"] = float(c * self._unit(ctx))
         else:
             items[f"gathered layer units ({m.layers})"] = float(c * m.layers * m.layer_params)
         if self._unsharded_accumulation(ctx):
