@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.core.results import Estimate, InfeasiblePlan, Recommendation
-from advisor.core.units import GB, GiB, duration_text
+from advisor.core.units import GB, GiB, duration_text, params_text
 from api import charts
 
 
@@ -54,8 +54,10 @@ def result_context(rec: Recommendation) -> dict:
     m = rec.model
     return {
         "rec": rec,
-        "model_line": (f"{m.name}: {m.params / 1e9:.2f}B params, {m.layers} layers × {m.hidden} "
-                       f"hidden, {m.heads} heads ({m.kv_heads} KV), FFN {m.ffn}, vocab {m.vocab}"),
+        "model_line": (f"{m.name} ({m.family}): "
+                       f"{params_text(m.params, m.active_params, m.experts, m.top_k)}, "
+                       f"{m.layers} layers × {m.hidden} hidden, {m.heads} heads ({m.kv_heads} KV), "
+                       f"FFN {m.ffn}, vocab {m.vocab}"),
         "cluster_line": (f"{rec.cluster.num_gpus} × {rec.cluster.gpu} ({rec.cluster.nodes} node"
                          f"{'s' if rec.cluster.nodes > 1 else ''} of {rec.cluster.gpus_per_node}, "
                          f"{rec.cluster.intra_node_link})"),
