@@ -134,7 +134,9 @@ def test_an_earlier_plan_is_replaced_whole(tmp_path):
     emit_strategy({**SMALL, "gpus": "8xA100"}, "zero3", out, EmitOptions())
     assert (out / "ds_config.json").exists()
     emit_strategy({**SMALL, "gpus": "8xA100"}, "fsdp", out, EmitOptions())
-    assert sorted(p.name for p in out.iterdir()) == ["PLAN.md", "accelerate_config.yaml", "launch.sh"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "PLAN.md", "accelerate_config.yaml", "advisor_ac.py", "launch.sh", "model_config.json",
+        "plan.json", "training_args.json"]
     assert (out / "PLAN.md").read_text().startswith(PLAN_MARKER)
     assert [p.name for p in tmp_path.iterdir()] == ["plan"]  # no temporary folders left
 

@@ -230,7 +230,7 @@ def test_pure_bf16_plans_turn_mixed_precision_off_and_say_how_to_load_the_model(
         assert built.fsdp.mixed_precision_policy is None
     else:
         assert built.env["ACCELERATE_MIXED_PRECISION"] == "no"
-    assert "torch_dtype=torch.bfloat16" in (tmp_path / "PLAN.md").read_text()
+    assert "dtype=torch.bfloat16" in (tmp_path / "PLAN.md").read_text()
 
 
 def test_pure_bf16_deepspeed_plan_is_refused_naming_the_field(tmp_path):

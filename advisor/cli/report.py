@@ -98,7 +98,7 @@ def print_estimate(e: Estimate | InfeasiblePlan, console: Console | None = None)
                   f"{escape(m.name)} {params}; micro-batch {s.micro_batch} x {s.seq_len} tokens,"
                   f" grad-accum {s.grad_accum}, ckpt {s.act_ckpt}, {s.precision}"
                   f"{'' if s.master_weights or s.precision == 'fp32' else ' (pure)'}, {s.optimizer}")
-    for note in e.cluster.notes:
+    for note in [*e.cluster.notes, *(e.notes if isinstance(e, Estimate) else [])]:
         console.print(f"[dim]note: {escape(note)}[/dim]")
     fix = f". Fix: {e.fix}" if e.fix else ""
     word = "cannot run" if isinstance(e, InfeasiblePlan) else "does not fit"

@@ -8,6 +8,7 @@ from dataclasses import replace
 from advisor.core import compute
 from advisor.core.communication import bytes_per_gpu
 from advisor.core.context import Context
+from advisor.core.engines import Offload
 from advisor.core.errors import Infeasible
 from advisor.core.hardware import Cluster
 from advisor.core.memory import does_not_fit, memory_breakdown
@@ -21,6 +22,7 @@ from advisor.core.results import (
     Communication,
     Estimate,
     InfeasiblePlan,
+    Memory,
     ModelInfo,
     StepTime,
     Throughput,
@@ -47,7 +49,8 @@ def model_info(model: ModelSpec) -> ModelInfo:
                      hidden=model.hidden, heads=model.heads, kv_heads=model.kv_heads,
                      ffn=model.ffn, vocab=model.vocab, gated_mlp=model.gated_mlp,
                      tied_embeddings=model.tied_embeddings, inferred=model.inferred,
-                     decoder_layer_class=model.decoder_layer_class, source=model.source)
+                     decoder_layer_class=model.decoder_layer_class, source=model.source,
+                     architecture=model)
 
 
 def _communication(ctx: Context, inputs: StepInputs) -> Communication:
@@ -131,7 +134,7 @@ def estimate(cluster: Cluster, model: ModelSpec, workload: Workload, strategy: S
                          if tokens_to_train else None))
     reason = does_not_fit(memory, priors.offload.host_ram_usable_fraction)
     fix = _sync_fix(ctx, strategy) if reason else None
-    notes = [moe_note(model)] if model.moe else []
+    notes = ([moe_note(model)] if model.moe else []) + assumption_notes(cluster, memory, strategy.offload)
     return Estimate(strategy=strategy.name, engine=strategy.engine, fits=reason is None,
                     reason=reason, fix=fix, workload=workload, layout=ctx.layout,
                     engine_config=strategy.engine_config(ctx), offload=strategy.offload,
@@ -148,3 +151,23 @@ def moe_note(model: ModelSpec) -> str:
     return (f"mixture of experts: every GPU holds (or shards) all {moe.experts} experts of each of "
             f"the {moe.moe_layers} MoE layers and computes {moe.top_k} per token; the plan has no "
             "expert parallelism (not modelled yet)")
+
+
+def assumption_notes(cluster: Cluster, memory: Memory, offload: Offload) -> list[str]:
+    """The cluster defaults this plan's verdict or speed rests on, each with the flag that sets
+    it: host RAM when it holds offloaded state, NVMe for ZeRO-Infinity, the network across nodes."""
+    node, gpu, notes = cluster.gpu.node, cluster.gpu.name, []
+    typical = f"a typical {gpu} server"
+    if memory.cpu_per_node_bytes > 0 and "cpu_ram_gib" in cluster.assumed:
+        notes.append(f"assumed {node.cpu_ram_in_GiB:,.0f} GiB of host RAM per node ({typical}); "
+                     "pass --cpu-ram-gib")
+    if offload == "nvme" and "nvme_tib" in cluster.assumed:
+        notes.append(f"assumed {node.nvme_capacity_in_TiB:g} TiB of NVMe per node ({typical}); "
+                     "pass --nvme-tib")
+    if offload == "nvme" and "nvme_gbps" in cluster.assumed:
+        notes.append(f"assumed {node.nvme_in_Gbit_per_sec:,.0f} Gbit/s of NVMe bandwidth per node "
+                     f"({typical}); pass --nvme-gbps")
+    if cluster.nodes > 1 and "inter_node_gbps" in cluster.assumed:
+        notes.append(f"assumed {node.inter_node_in_Gbit_per_sec:,.0f} Gbit/s of network per node "
+                     f"({typical}); pass --inter-node-gbps")
+    return notes

@@ -107,6 +107,8 @@ class Cluster(BaseModel):
     nvme_capacity_bytes_per_node: float = Field(ge=0)
     spec: str
     """What the user typed, e.g. `2x8xH100`."""
+    assumed: tuple[str, ...] = ()
+    """ClusterOverrides fields the user left unset: the GPU's typical server supplied them."""
     notes: tuple[str, ...] = ()
     """How an ambiguous name or default was resolved, shown to the user."""
 
@@ -185,6 +187,8 @@ class ClusterOverrides(BaseModel):
     """Host RAM per node, GiB."""
     nvme_gbps: float | None = Field(default=None, ge=0.1, le=1e5, json_schema_extra=_CLUSTER)
     """NVMe bandwidth per node, Gbit/s."""
+    nvme_tib: float | None = Field(default=None, ge=0.01, le=1e4, json_schema_extra=_CLUSTER)
+    """NVMe capacity per node, TiB (ZeRO-Infinity swap space)."""
 
 
 MAX_GPUS = 65536
@@ -233,7 +237,8 @@ def parse_cluster(spec: str, overrides: ClusterOverrides | None = None) -> Clust
         cpu_ram_bytes_per_node=(overrides.cpu_ram_gib or node.cpu_ram_in_GiB) * GiB,
         nvme_bytes_per_s_per_node=gbit_per_s_to_bytes_per_s(
             overrides.nvme_gbps or node.nvme_in_Gbit_per_sec),
-        nvme_capacity_bytes_per_node=node.nvme_capacity_in_TiB * TiB,
+        nvme_capacity_bytes_per_node=(overrides.nvme_tib or node.nvme_capacity_in_TiB) * TiB,
         spec=spec.strip(),
+        assumed=tuple(k for k, v in overrides.model_dump().items() if v is None),
         notes=notes,
     )

@@ -12,6 +12,7 @@ from typing import Literal
 
 from advisor.core.engines import EngineConfig, Offload
 from advisor.core.layout import ParallelLayout
+from advisor.core.model import ModelSpec
 from advisor.core.workload import Workload
 
 
@@ -170,6 +171,9 @@ class ModelInfo:
     """Shape inferred from --params (drives activations and FLOPs; params stays exact)."""
     decoder_layer_class: str
     source: str
+    architecture: ModelSpec
+    """Every architectural field the estimate used (emitted bundles write the model's
+    config.json from it)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,5 +122,5 @@ def machines(est: Estimate, options: EmitOptions) -> Tree:
 def checkpointing_why(act_ckpt: str) -> str:
     return {"full": "full activation checkpointing: the estimate needs it to fit this micro-batch",
             "selective": "selective checkpointing was chosen; Accelerate's switch is full-layer only, "
-                         "so apply it in the model code (PLAN.md)",
+                         "so advisor_ac.apply does it (plan.json: advisor_ac; PLAN.md)",
             "none": "no activation checkpointing: activations fit without recompute"}[act_ckpt]

@@ -26,14 +26,17 @@ from pathlib import Path
 import jinja2
 import yaml
 
+from advisor.core import schemas
 from advisor.core.engines import ZeroConfig
 from advisor.core.errors import Infeasible, InvalidInput
 from advisor.core.results import Estimate, InfeasiblePlan, Recommendation
 from advisor.core.text import MAX_PATH_CHARS, check_text, markdown, one_line
 from advisor.core.units import GB, GiB, duration_text
+from advisor.emitters import bundle
 from advisor.emitters.accelerate import accelerate_config
 from advisor.emitters.choices import ACCELERATE_PRECISION, EmitOptions, Plan, Tree, plain, reasons
 from advisor.emitters.deepspeed import ds_config
+from advisor.emitters.model_config import to_hf_config
 from advisor.requests.jobs import run_recommend
 from advisor.requests.models import RecommendRequest, validate_request
 from advisor.strategies import get_strategy
@@ -92,32 +95,41 @@ def _title(e: Estimate) -> str:
 
 def script_notes(e: Estimate, deepspeed: Tree | None) -> list[str]:
     """What the training script must do for this plan, beyond `accelerator.prepare`."""
-    notes = []
+    w = e.workload
+    notes = [f"batch: the DataLoader yields {w.micro_batch} sample(s) of {w.seq_len} tokens per GPU "
+             f"(`per_device_train_batch_size` in training_args.json) and the optimizer steps every "
+             f"{w.grad_accum} micro-batch(es): a Trainer reads training_args.json "
+             "(`TrainingArguments(**json.load(open(\"training_args.json\")))`); a custom loop creates "
+             f"`Accelerator(gradient_accumulation_steps={w.grad_accum})` and steps inside "
+             "`with accelerator.accumulate(model):`"
+             + (" (DeepSpeed reads the same numbers from ds_config.json)" if deepspeed else "")]
+    kwargs = bundle.advisor_ac_kwargs(e)
+    if kwargs["act_ckpt"] != "none" or kwargs["fused_loss"]:
+        notes.append(f"after building the model and before `accelerator.prepare` / `Trainer(...)`: "
+                     f"`import json, advisor_ac` then `{bundle.APPLY}` (here: "
+                     + ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) + ")")
+    if w.act_ckpt == "selective":
+        notes.append("selective checkpointing is advisor_ac's policy (matmul and attention outputs "
+                     "kept, norms and pointwise ops recomputed): keep TrainingArguments' "
+                     "gradient_checkpointing false, as training_args.json does, or the Trainer "
+                     "replaces it with full checkpointing")
+    if w.act_ckpt == "full" and e.engine in ("ddp", "deepspeed"):
+        notes.append("full activation checkpointing: training_args.json sets gradient_checkpointing "
+                     "for a Trainer; a custom loop gets it from the advisor_ac call above")
+    if w.fused_loss:
+        notes.append("fused loss: `model(input_ids=..., labels=...).loss` is the loss (HF's: labels "
+                     "shifted, -100 ignored) and no logits are returned during training")
     if deepspeed and "optimizer" in deepspeed:
         notes.append("ds_config.json names the optimizer, so create it with "
                      "`accelerate.utils.DummyOptim(model.parameters(), lr=..., weight_decay=...)`; "
                      "DeepSpeed then runs its CPU Adam on the offloaded state")
-    if e.workload.act_ckpt == "full" and e.engine in ("ddp", "deepspeed"):
-        notes.append("enable full activation checkpointing in the model: "
-                     "`model.gradient_checkpointing_enable()` for transformers models")
-    if e.workload.act_ckpt == "selective":
-        notes.append("selective activation checkpointing (recompute norms, activations and attention "
-                     "internals, keep matmul outputs) is applied in the model code, e.g. torch's "
-                     "`create_selective_checkpoint_contexts` policy; Accelerate has no switch for it")
-    if not e.workload.master_weights and e.workload.precision != "fp32":
-        notes.append(f"the estimate keeps no fp32 copies: load the model in {e.workload.precision} "
-                     f"(`torch_dtype=torch.{'bfloat16' if e.workload.precision == 'bf16' else 'float16'}`)"
-                     " and train without mixed precision (mixed_precision: no)")
-    if e.workload.sync_each_micro_batch and e.workload.grad_accum > 1:
-        notes.append("the estimate reduces gradients every micro-batch: create the Accelerator with "
+    notes += [what for name, _, what in bundle.code_changes(w)
+              if name not in ("act_ckpt", "fused_loss")]
+    if w.sync_each_micro_batch and w.grad_accum > 1:
+        notes.append("the estimate reduces gradients every micro-batch: training_args.json sets it "
+                     "for a Trainer; a custom loop creates the Accelerator with "
                      "`gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps="
-                     f"{e.workload.grad_accum}, sync_each_batch=True)`")
-    if e.workload.fused_loss:
-        notes.append("the estimate assumes a fused cross-entropy that keeps no fp32 copy of the "
-                     "logits, e.g. flash-attn's `CrossEntropyLoss` or Liger Kernel's")
-    if e.workload.flash_attention:
-        notes.append("the estimate assumes flash attention: load the model with "
-                     "`attn_implementation=\"flash_attention_2\"` or `\"sdpa\"`")
+                     f"{w.grad_accum}, sync_each_batch=True)`")
     return notes
 
 
@@ -163,9 +175,16 @@ def render(plan: Plan, alternatives: list[tuple[str, Plan]]) -> dict[str, str]:
     files["launch.sh"] = env.get_template("launch.sh.j2").render(
         title=_title(e), nodes=c.nodes, gpus_per_node=c.gpus_per_node, deepspeed=plan.deepspeed is not None,
         port=plan.accelerate["main_process_port"].value)
+    files["training_args.json"] = json.dumps(bundle.training_args(e), indent=2) + "\n"
+    files[bundle.HELPER] = (templates_dir() / "bundle" / bundle.HELPER).read_text()
+    files["model_config.json"] = json.dumps(to_hf_config(e.model.architecture), indent=2) + "\n"
+    names = sorted([*files, "PLAN.md", "plan.json"])
+    files["plan.json"] = bundle.plan_json(e, schemas.to_json(e), names)
     m = e.memory
     files["PLAN.md"] = env.get_template("PLAN.md.j2").render(
-        marker=PLAN_MARKER, title=_title(e), e=e, plan=plan, files=sorted(files) + ["PLAN.md"],
+        marker=PLAN_MARKER, title=_title(e), e=e, plan=plan, files=names,
+        settings=bundle.settings(e), code_changes=bundle.code_changes(e.workload),
+        roles=bundle.FILE_ROLES,
         memory=[(p, getattr(m.per_gpu_bytes, p)) for p in MEMORY_PARTS],
         yaml_reasons=reasons(plan.accelerate),
         json_reasons=reasons(plan.deepspeed) if plan.deepspeed else [],
@@ -285,8 +304,9 @@ def emit_strategy(data: dict, strategy: str, out: str | Path, options: EmitOptio
 def summary_line(plan: Plan, out: str | Path) -> str:
     """One line for the terminal: where the files went and what they hold."""
     e, s = plan.estimate, plan.estimate.workload
-    names = ["accelerate_config.yaml"] + (["ds_config.json"] if plan.deepspeed else []) + [
-        "launch.sh", "PLAN.md"]
+    names = ["PLAN.md", "plan.json", "accelerate_config.yaml", *(["ds_config.json"] if plan.deepspeed
+                                                                 else []),
+             "training_args.json", "model_config.json", bundle.HELPER, "launch.sh"]
     return (f"wrote {out}: {e.strategy}, micro-batch {s.micro_batch} x grad-accum {s.grad_accum}, "
             f"ckpt {s.act_ckpt}, {e.memory.per_gpu_bytes.total / GiB:.1f} GiB/GPU, "
             f"{e.throughput.tokens_per_s_per_gpu:,.0f} tokens/s/GPU ({', '.join(names)})")

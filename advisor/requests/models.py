@@ -131,10 +131,27 @@ class RecommendRequest(JobRequest):
         default=None, min_length=1, max_length=len(STRATEGY_NAMES),
         json_schema_extra=_group("strategy", **{"x-cli": "comma-list"}))
     """Strategies to consider (default: all)."""
+    code_changes: bool = Field(default=True, json_schema_extra=WORKLOAD)
+    """Plans may need a change in the training script (selective checkpointing and the fused
+    loss via the plan's advisor_ac.py, pure 16-bit loading); false (--no-code-changes): only
+    what the config files alone realize."""
 
     @model_validator(mode="after")
     def _fsdp_version(self) -> RecommendRequest:
         _fsdp_version_applies(list(self.strategies or STRATEGY_NAMES), self.fsdp_version)
+        return self
+
+    @model_validator(mode="after")
+    def _code_changes(self) -> RecommendRequest:
+        if self.code_changes:
+            return self
+        asked = [flag for flag, on in (
+            ("--act-ckpt selective", self.act_ckpt == "selective"), ("--fused-loss", self.fused_loss),
+            ("--no-master-weights", not self.master_weights and self.precision != "fp32"),
+            ("--no-flash-attention", not self.flash_attention)) if on]
+        if asked:
+            raise InvalidInput("code_changes", f"--no-code-changes contradicts {', '.join(asked)}, "
+                               "which the training script must do", "drop one of them")
         return self
 
 

@@ -109,7 +109,9 @@ def search_space(req: JobRequest, workload: Workload) -> SearchSpace:
     return SearchSpace(
         base=workload,
         micro_batches=(req.micro_batch,) if req.micro_batch else MICRO_BATCH_LADDER,
-        act_ckpts=(req.act_ckpt,) if req.act_ckpt else ACT_CKPTS,
+        act_ckpts=(req.act_ckpt,) if req.act_ckpt else tuple(
+            c for c in ACT_CKPTS if getattr(req, "code_changes", True) or c != "selective"),
+        code_changes=getattr(req, "code_changes", True),
         sync_options=((req.sync_each_micro_batch,) if req.sync_each_micro_batch is not None
                       else (False, True)),
         grad_accum=req.grad_accum,

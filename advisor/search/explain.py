@@ -48,7 +48,7 @@ def explain(chosen: Estimate | None, ranked: list[Estimate | InfeasiblePlan], cl
         if closest is not None:
             lines.append(f"Closest: {closest.strategy}, {closest.reason}; fix: {closest.fix}.")
         return lines, (f"Rule of thumb ({RULE_OF_THUMB}) says {rule_pick}; the model finds that "
-                       "nothing fits either, so change the hardware or the sequence length.")
+                       "nothing fits here, so the fixes above (each re-checked) are the way on.")
     s, m, tp = chosen.workload, chosen.memory.per_gpu_bytes, chosen.throughput
     first = (f"{chosen.strategy} at micro-batch {s.micro_batch} x grad-accum {s.grad_accum} with "
              f"{s.act_ckpt} checkpointing: {tp.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, MFU "
@@ -86,6 +86,11 @@ def explain(chosen: Estimate | None, ranked: list[Estimate | InfeasiblePlan], cl
 
 def _what_would_change(e: Estimate) -> str:
     t, s = e.time, e.workload
+    logits = e.memory.per_gpu_bytes.logits
+    if not s.fused_loss and logits > 0.15 * e.memory.per_gpu_bytes.total:
+        return (f"The loss holds {gib_text(logits)} per GPU (HF's fp32 logits): the fused loss "
+                "(--fused-loss, advisor_ac.py in the plan) frees most of it, for a larger "
+                "micro-batch or less checkpointing.")
     if t.offload_s > 0.3 * t.step_s:
         return "More GPU memory or more GPUs would remove the offload, which is the bottleneck."
     if t.exposed_comm_s > 0.2 * t.step_s:

@@ -133,6 +133,8 @@ def recommend(space: SearchSpace, cluster: Cluster, model: ModelSpec,
         notes.append(f"model shape inferred from --params: {model.layers} layers x "
                      f"{model.hidden} hidden, {model.heads} heads, ffn {model.ffn}, vocab "
                      f"{model.vocab}; parameter count {model.params:,} kept exact")
+    for e in ranked:  # the defaults a verdict rests on, once each
+        notes += [n for n in getattr(e, "notes", []) if n.startswith("assumed ") and n not in notes]
     if space.global_batch_tokens is None and space.grad_accum is None:
         notes.append("no global batch given: gradient accumulation 1, so the global batch is "
                      "micro-batch x seq_len x GPUs; pass --global-batch-tokens to fix it")

@@ -30,6 +30,9 @@ class SearchSpace:
     strategies: tuple[str, ...] = STRATEGY_NAMES
     fsdp_version: Literal[1, 2] = 2
     tokens_to_train: float | None = None
+    code_changes: bool = True
+    """False (--no-code-changes): only plans the config files alone realize (no selective
+    checkpointing; the fixes suggest no fused loss)."""
 
 
 def grad_accum_for(space: SearchSpace, micro_batch: int, dp: int) -> int:
