@@ -38,6 +38,7 @@ def cluster_info(cluster: Cluster) -> ClusterInfo:
                        gpu_memory_bytes=cluster.gpu_memory_bytes,
                        intra_node_link=cluster.gpu.intra_node_link,
                        inter_node_bytes_per_s=cluster.inter_node_bytes_per_s,
+                       nvme_bytes_per_s_per_node=cluster.nvme_bytes_per_s_per_node,
                        notes=list(cluster.notes))
 
 

@@ -143,6 +143,7 @@ class ClusterInfo:
     gpu_memory_bytes: float
     intra_node_link: str
     inter_node_bytes_per_s: float
+    nvme_bytes_per_s_per_node: float
     notes: list[str]
 
 

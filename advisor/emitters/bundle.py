@@ -22,6 +22,7 @@ from typing import Any
 
 from advisor.core.engines import FsdpConfig
 from advisor.core.results import Estimate
+from advisor.core.units import GiB, TiB
 from advisor.core.workload import Workload
 
 HELPER = "advisor_ac.py"
@@ -169,6 +170,17 @@ def plan_json(est: Estimate, estimate_json: str, files: list[str]) -> str:
         "code_changes": [{"setting": n, "value": v, "what": what} for n, v, what in
                          code_changes(est.workload)],
         "advisor_ac": advisor_ac_kwargs(est),
+        "cluster_options": cluster_options(est),
         "estimate": json.loads(estimate_json),
     }
     return json.dumps(doc, indent=2) + "\n"
+
+
+def cluster_options(est: Estimate) -> dict[str, float]:
+    """The node resources the plan was made for, as the request options that set them (no
+    runnable file holds them; `advisor estimate --plan` reads them back)."""
+    c, m = est.cluster, est.memory
+    return {"cpu_ram_gib": m.cpu_capacity_per_node_bytes / GiB,
+            "nvme_tib": m.nvme_capacity_per_node_bytes / TiB,
+            "nvme_gbps": c.nvme_bytes_per_s_per_node * 8 / 1e9,
+            "inter_node_gbps": c.inter_node_bytes_per_s * 8 / 1e9}
