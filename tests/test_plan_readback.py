@@ -37,7 +37,8 @@ def same_plan(got: Estimate, want: Estimate) -> None:
     assert got.memory.cpu_per_node_bytes == want.memory.cpu_per_node_bytes
     assert got.throughput.tokens_per_s_per_gpu == pytest.approx(want.throughput.tokens_per_s_per_gpu,
                                                                 rel=1e-12)
-    assert got.model.params == want.model.params and got.model.architecture.layers == want.model.architecture.layers
+    assert got.model.params == want.model.params
+    assert got.model.architecture.layers == want.model.architecture.layers
 
 
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)

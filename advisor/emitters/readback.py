@@ -107,7 +107,8 @@ def request_from_plan(folder: str | Path) -> dict[str, Any]:
         precision = "bf16" if (ds.get("bf16") or {}).get("enabled") else (
             "fp16" if (ds.get("fp16") or {}).get("enabled") else "fp32")
     else:
-        precision = {"bf16": "bf16", "fp16": "fp16", "no": "fp32"}.get(acc.get("mixed_precision", "no"), "fp32")
+        mixed = acc.get("mixed_precision", "no")
+        precision = {"bf16": "bf16", "fp16": "fp16", "no": "fp32"}.get(mixed, "fp32")
     pure = [c for c in plan.get("code_changes") or [] if c.get("setting") == "master_weights"]
     if pure and precision == "fp32":  # mixed precision off and the model loaded in 16 bits
         precision = str(est.get("workload", {}).get("precision", "bf16"))
