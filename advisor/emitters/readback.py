@@ -54,7 +54,7 @@ def _strategy(acc: dict[str, Any], ds: dict[str, Any] | None) -> tuple[str, int 
         stage = z.get("stage")
         opt = (z.get("offload_optimizer") or {}).get("device", "none")
         par = (z.get("offload_param") or {}).get("device", "none")
-        names = {(1, "none", "none"): "zero1", (2, "none", "none"): "zero2",
+        names: dict[tuple[Any, Any, Any], str] = {(1, "none", "none"): "zero1", (2, "none", "none"): "zero2",
                  (2, "cpu", "none"): "zero2-offload", (3, "none", "none"): "zero3",
                  (3, "cpu", "cpu"): "zero3-offload", (3, "nvme", "nvme"): "zero3-nvme"}
         name = names.get((stage, opt, par))
