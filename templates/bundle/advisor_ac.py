@@ -101,7 +101,9 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
 
     forward(hidden [N, H], weight [V, H], labels [N] (-100: ignored), divisor, softcap) -> loss.
     Logits are computed in the matmul's dtype and taken to fp32 per chunk, as HF's loss does.
-    Saved for backward: hidden, weight, labels and one fp32 log-sum-exp per row."""
+    Saved for backward: hidden, weight, labels and one fp32 log-sum-exp per row. Working set: one
+    chunk's fp32 logits (plus its 16-bit matmul output while it is converted, and with soft-capping
+    the tanh kept for its derivative) and, in backward, the fp32 gradient of `hidden`."""
 
     @staticmethod
     def forward(ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor,
@@ -114,12 +116,12 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
         valid = labels != -100
         for start in range(0, vocab, step):
             logits = _chunk_logits(hidden, weight[start:start + step], softcap)
-            new_max = torch.maximum(run_max, logits.max(dim=1).values)
-            run_sum = run_sum * torch.exp(run_max - new_max) + torch.exp(logits - new_max[:, None]).sum(1)
-            run_max = new_max
             inside = valid & (labels >= start) & (labels < start + logits.shape[1])
             rows = inside.nonzero().squeeze(1)
             target[rows] = logits[rows, labels[rows] - start]
+            new_max = torch.maximum(run_max, logits.max(dim=1).values)
+            run_sum = run_sum * torch.exp(run_max - new_max) + logits.sub_(new_max[:, None]).exp_().sum(1)
+            run_max = new_max
             del logits
         lse = run_max + torch.log(run_sum)
         ctx.save_for_backward(hidden, weight, labels, lse)
@@ -135,27 +137,31 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
         grad_weight = torch.empty_like(weight) if ctx.needs_input_grad[1] else None
         for start in range(0, weight.shape[0], ctx.step):
             w = weight[start:start + ctx.step]
-            raw = _chunk_logits(hidden, w, None)
-            logits = raw if ctx.softcap is None else torch.tanh(raw / ctx.softcap) * ctx.softcap
-            probs = torch.exp(logits - lse[:, None])  # d loss / d logits = softmax - onehot
+            probs = _chunk_logits(hidden, w, None)  # raw logits, fp32
+            tanh = None
+            if ctx.softcap is not None:  # capped = cap * tanh(raw / cap)
+                tanh = probs.div_(ctx.softcap).tanh_()
+                probs = tanh * ctx.softcap
+            probs.sub_(lse[:, None]).exp_()  # softmax; d loss / d logits = softmax - onehot
             inside = valid & (labels >= start) & (labels < start + w.shape[0])
             rows = inside.nonzero().squeeze(1)
             probs[rows, labels[rows] - start] -= 1.0
-            probs *= scale[:, None]
-            if ctx.softcap is not None:
-                probs *= 1.0 - (logits / ctx.softcap) ** 2
-            del raw, logits
+            probs.mul_(scale[:, None])
+            if tanh is not None:
+                probs.mul_(tanh.square_().neg_().add_(1.0))
+                del tanh
             grad = probs.to(hidden.dtype)  # the matmuls run in the forward's dtype
+            del probs
             grad_hidden += grad @ w.to(hidden.dtype)
             if grad_weight is not None:
                 grad_weight[start:start + w.shape[0]] = grad.t() @ hidden
-            del probs, grad
+            del grad
         return grad_hidden.to(hidden.dtype), grad_weight, None, None, None
 
 
 def _chunk_logits(hidden: torch.Tensor, w: torch.Tensor, softcap: float | None) -> torch.Tensor:
     logits = F.linear(hidden, w.to(hidden.dtype)).float()
-    return logits if softcap is None else torch.tanh(logits / softcap) * softcap
+    return logits if softcap is None else logits.div_(softcap).tanh_().mul_(softcap)
 
 
 class FusedLMHead(torch.nn.Module):
