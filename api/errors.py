@@ -3,11 +3,14 @@
 InvalidInput and request-validation errors -> 422 naming the field and what it allows;
 Infeasible -> 422 with the reason and the fix; HTTP errors keep their status; anything else ->
 500 with a one-line message (the traceback goes to the server log, never to the client).
+On the form's routes (`/`, `/bundle`) HTTP errors and internal errors are HTML pages instead
+(api/pages.py): a browser shows them, with the way back to the form.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -15,10 +18,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.responses import Response
 from starlette.routing import Mount
 
 from advisor.core.errors import AdvisorError, Infeasible, InvalidInput
 from advisor.core.units import number_text
+from api import pages
 from api.schemas import ConfigsRequest, ErrorResponse, FieldError
 
 log = logging.getLogger("advisor.api")
@@ -120,11 +125,22 @@ async def _on_advisor_error(_: Request, exc: Exception) -> JSONResponse:
     return error_response(422, ErrorResponse(code=code, message=str(exc)))
 
 
+def _routes(routes: list[Any]) -> Iterator[Any]:
+    """Every route, inside included routers too (FastAPI 0.165 wraps each in an _IncludedRouter
+    whose own routes are its `original_router`'s)."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from _routes(inner.routes)
+        else:
+            yield route
+
+
 def _allowed_methods(request: Request) -> str:
     """Every method some route serves at this path (Starlette's 405 names only the first
     route's, which is wrong where GET and POST are separate routes on one path)."""
     methods = set()
-    for route in request.app.routes:
+    for route in _routes(request.app.routes):
         if getattr(route, "path_regex", None) and route.path_regex.match(request.url.path):
             if isinstance(route, Mount):  # static files: StaticFiles serves GET and HEAD
                 methods |= {"GET", "HEAD"}
@@ -133,7 +149,7 @@ def _allowed_methods(request: Request) -> str:
     return ", ".join(sorted(methods))
 
 
-async def _on_http(request: Request, exc: Exception) -> JSONResponse:
+async def _on_http(request: Request, exc: Exception) -> Response:
     if not isinstance(exc, HTTPException):
         return await _on_unexpected(request, exc)
     code = _CODES.get(exc.status_code, "http_error")
@@ -141,14 +157,23 @@ async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     headers = dict(getattr(exc, "headers", None) or {})
     if exc.status_code == 405:
         headers["Allow"] = _allowed_methods(request)
+    if pages.is_form_path(request.url.path):
+        return pages.error_page(exc.status_code, message, _FORM_HINTS.get(exc.status_code),
+                                headers=headers or None)
     return error_response(exc.status_code, ErrorResponse(code=code, message=message),
                           headers=headers or None)
 
 
-async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+_FORM_HINTS = {405: "Open the form and submit it from there.",
+               415: "Submit the form from this site's page; other clients use the JSON API under /v1."}
+
+
+async def _on_unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return error_response(500, ErrorResponse(code="internal_error",
-                                             message="internal error; the server log has the details"))
+    message = "internal error; the server log has the details"
+    if pages.is_form_path(request.url.path):
+        return pages.error_page(500, message)
+    return error_response(500, ErrorResponse(code="internal_error", message=message))
 
 
 def install(app: FastAPI) -> None:

@@ -6,6 +6,7 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api import pages
 from api.schemas import ErrorResponse
 
 # The pages: no scripts at all, styles and images from this server only, forms post back here.
@@ -69,7 +70,7 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            await self._too_large(send)
+            await self._too_large(scope, send)
             return
         chunks, size = [], 0
         while True:
@@ -79,7 +80,7 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                await self._too_large(send)
+                await self._too_large(scope, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -95,12 +96,19 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, send: Send) -> None:
-        body = json.dumps(ErrorResponse(
-            code="body_too_large", message=f"request body over {self.max_bytes} bytes",
-            allowed=f"at most {self.max_bytes} bytes").model_dump(mode="json")).encode()
+    async def _too_large(self, scope: Scope, send: Send) -> None:
+        """413: JSON, or on the form's routes a page a browser shows (api/pages.py)."""
+        if pages.is_form_path(scope.get("path", "")):
+            media, body = b"text/html; charset=utf-8", pages.error_html(
+                413, f"The form's data is over {self.max_bytes // 1024} KiB.",
+                "A config.json is 1-50 KB: paste or choose the file itself, not an archive or a "
+                "checkpoint.").encode()
+        else:
+            media, body = b"application/json", json.dumps(ErrorResponse(
+                code="body_too_large", message=f"request body over {self.max_bytes} bytes",
+                allowed=f"at most {self.max_bytes} bytes").model_dump(mode="json")).encode()
         await send({"type": "http.response.start", "status": 413, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            (b"content-type", media), (b"content-length", str(len(body)).encode()),
             (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body})
 

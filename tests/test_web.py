@@ -52,9 +52,10 @@ def test_every_field_is_labelled_and_no_script(client):
     page = Page(r.text)
     fields = [a for tag, a in page.tags if tag in ("input", "select", "textarea")
               and a.get("type") not in ("hidden", "submit")]
-    assert len(fields) >= 12
+    assert len(fields) >= 40
     for a in fields:
         assert a.get("id") in page.label_for, f"{a} has no label"
+    assert 'enctype="multipart/form-data"' in r.text  # the config.json upload
     assert not [t for t, _ in page.tags if t == "script"]
     assert client.get("/static/style.css").status_code == 200
     assert client.head("/").status_code == 200
@@ -66,10 +67,12 @@ def test_result_page_has_table_charts_and_download(client):
     page = Page(r.text)
     assert page.by_id["chosen"]["tag"] == "span"
     assert r.text.count("<tr class=") == 11  # one row per strategy
-    assert page.by_id["memory-chart"]["tag"] == "svg"
-    assert 'class="capacity"' in r.text and "capacity 80 GiB" in r.text
-    assert page.by_id["throughput-chart"]["tag"] == "svg"
+    for chart in ("memory-chart", "throughput-chart", "sweep-throughput-chart", "sweep-memory-chart"):
+        assert page.by_id[chart]["tag"] == "figure"
+    assert 'class="capacity"' in r.text and "capacity 80.0 GiB" in r.text
     assert page.by_id["download"]["tag"] == "button"
+    assert page.by_id["results"]["tag"] == "section"
+    assert page.by_id["submit"]["formaction"] == "/#results"  # the page opens at the results
     # The form keeps what was typed.
     assert page.by_id["params"]["value"] == "13B"
 
@@ -89,7 +92,8 @@ def test_invalid_input_rerenders_with_the_message_next_to_the_field(client):
 
 @pytest.mark.parametrize(("changes", "field", "text"), [
     ({"nodes": "0"}, "nodes", "1 to"),
-    ({"gpus_per_node": "73"}, "gpus_per_node", "1 to 72"),
+    ({"gpus_per_node": "73"}, "gpus_per_node", "&lt;= 72"),
+    ({"gpus_per_node": "x"}, "gpus_per_node", "integer"),
     ({"gpu": "A1000"}, "gpu", "A100-80GB"),
     ({"model_source": "hf_config", "hf_config": "{oops"}, "hf_config", "not valid JSON"),
     ({"model_source": "hf_config", "hf_config": ""}, "hf_config", "paste"),
@@ -136,7 +140,8 @@ def test_preset_and_multi_node(client):
 
 def test_form_rejects_other_content_and_floods(client):
     r = client.post("/", content=b"{}", headers={"content-type": "application/json"})
-    assert r.status_code == 415
+    assert r.status_code == 415 and r.headers["content-type"].startswith("text/html")
+    assert "Not a form submission" in r.text and 'href="/"' in r.text
     flood = "&".join(f"f{i}=1" for i in range(500))
     r = client.post("/", content=flood.encode(),
                     headers={"content-type": "application/x-www-form-urlencoded"})
