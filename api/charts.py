@@ -25,7 +25,7 @@ CHOSEN_COLOR, OTHER_COLOR = "#D55E00", "#0072B2"
 TOP = 24  # the capacity label's line
 ROW_H = 38  # label line (16) + bar (14) + gap
 LABEL_LINE = 12  # baseline of a row's label line, from the row's top
-BAR_Y, BAR_H = 16, 14  # the bar's band, from the row's top
+BAR_Y, BAR_H = 17, 14  # the bar's band, from the row's top (clear of the label line)
 AXIS_H = 40  # tick labels and the axis title
 AXIS_CUT = 2.0  # the memory axis stops near 2x capacity; longer bars are cut, with a break mark
 HEADROOM = 1.08  # the axis runs 8% past the largest value it shows
@@ -140,6 +140,15 @@ def _no_estimate(y: int, item: Item) -> Row:
                title=why, highlight=item.highlight)
 
 
+def _misfit(e: Estimate) -> str:
+    """What the value label adds when a plan does not fit: on the GPU, or on the host side
+    (host RAM or NVMe for offload: the bar itself is under the line)."""
+    if e.fits:
+        return ""
+    on_gpu = e.memory.per_gpu_bytes.total > e.memory.usable_bytes
+    return " · does not fit" if on_gpu else " · host side does not fit"
+
+
 def _height(rows: int) -> tuple[int, int]:
     axis_y = TOP + rows * ROW_H
     return axis_y, axis_y + AXIS_H
@@ -170,8 +179,8 @@ def memory_chart(items: list[Item]) -> Chart | None:
                                         title=f"{item.label}: {label} {gib_text(part)} GiB"))
                 x += width
         rows.append(Row(y=y, label=item.label, segments=segments, highlight=item.highlight,
-                        value_text=f"{gib_text(m.total)} GiB" + ("" if e.fits else " · does not fit"),
-                        broken=m.total > axis_max, bad=not e.fits))
+                        value_text=f"{gib_text(m.total)} GiB" + _misfit(e), broken=m.total > axis_max,
+                        bad=not e.fits))
     axis_y, height = _height(len(items))
     line_x = capacity / axis_max
     return Chart(height=height, rows=rows, ticks=_ticks(axis_max / GiB), axis_y=axis_y,

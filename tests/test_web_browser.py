@@ -25,6 +25,20 @@ LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking
                "--disable-component-update", "--disable-sync", "--no-first-run"]
 VIEWPORTS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
 
+# The texts of an SVG chart whose box meets a capacity line's.
+ON_THE_LINE = """svg => {
+    const boxes = sel => [...svg.querySelectorAll(sel)].map(e => [e.getBoundingClientRect(), e]);
+    const meet = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    const lines = boxes('line.capacity');
+    return boxes('text').filter(([t]) => lines.some(([l]) => meet(t, l))).map(([, e]) => e.textContent);
+}"""
+# Label, and the vertical centres of the box and of its label, of each shown choice.
+CENTRES = """spans => spans.filter(s => s.offsetParent).map(s => {
+    const middle = e => { const r = e.getBoundingClientRect(); return (r.top + r.bottom) / 2; };
+    const label = s.querySelector('label');
+    return [label.textContent, middle(s.querySelector('input')), middle(label)];
+})"""
+
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium "
                                 "(bash .ci/install-browser.sh installs it)")
 
@@ -130,7 +144,8 @@ def fill(page, job: dict) -> None:
 
 
 def check_charts(page) -> None:
-    """Each chart fills its box without scaling: 11 px text or more, every label inside."""
+    """Each chart fills its box without scaling: 11 px text or more, every label inside its
+    chart and clear of the capacity line."""
     charts = page.locator("svg.chart")
     assert charts.count() == 4
     for i in range(charts.count()):
@@ -145,12 +160,21 @@ def check_charts(page) -> None:
         for size, left, right, text in report:
             assert size >= 11, (text, size)
             assert left >= -0.5 and right >= -0.5, f"{text!r} sticks out of its chart"
+        hits = charts.nth(i).evaluate(ON_THE_LINE)
+        assert hits == [], f"labels on the capacity line: {hits}"
+
+
+def check_choices(page) -> None:
+    """Each radio button and check box sits on the line of its label."""
+    rows = page.locator(".choice").evaluate_all(CENTRES)
+    assert rows and all(abs(box - label) < 6 for _, box, label in rows), rows
 
 
 def test_fill_every_field_submit_and_download(page, base):
     job = JOBS[page.kind]
     page.goto(base + "/")
     fill(page, job)
+    check_choices(page)
     if page.kind == "phone":
         no_sideways_scroll(page)  # every fold open, every field filled
     ARTIFACTS.mkdir(exist_ok=True)

@@ -55,15 +55,20 @@ def test_memory_bars_are_stacked_to_scale_and_cut_with_a_break_mark(a100):
         else:
             assert not row.broken and end == pytest.approx(total / axis_max)
         assert row.bad == (not e.fits) and ("does not fit" in row.value_text) == (not e.fits)
+        gpu_short = total > e.memory.usable_bytes
+        assert ("host side" in row.value_text) == (not e.fits and not gpu_short)
     assert broken == 1  # ddp: 255 GiB on an 80 GiB axis stopping at 2x capacity
 
 
 def test_cut_bars_of_different_sizes_read_differently():
     """221 GiB and 1536 GiB used to look the same; cut, they still differ in their labels."""
-    _, rec, plan = _rec(params="70B", gpus="8xA100", strategies=["zero3", "zero2", "ddp"])
+    _, rec, plan = _rec(params="70B", gpus="8xA100")
     chart = charts.memory_chart(_items(rec))
     cut = [r for r in chart.rows if r.broken]
     assert len(cut) >= 2 and len({r.value_text for r in cut}) == len(cut)
+    # zero3-offload's 13.9 GiB fit on the GPU; its 1,760 GiB of host RAM per node do not
+    offload = next(r for r in chart.rows if r.label == "zero3-offload")
+    assert offload.value_text.endswith("host side does not fit") and not offload.broken
 
 
 def test_the_capacity_reads_the_same_on_the_chart_in_the_table_and_in_the_text():

@@ -151,6 +151,26 @@ def test_boxes_post_false_when_unticked_and_lists_join():
     assert forms.validate(state) is None and "choose at least one" in state.errors["strategies"]
 
 
+@pytest.mark.parametrize(("changes", "field", "text"), [
+    ({"strategies": '<script>x</script>'}, "strategies", "Input should be &#39;ddp&#39;"),
+    ({"fsdp_version": "3"}, "fsdp_version", "1 or 2"),
+    ({"compile": "maybe"}, "compile", "boolean"),
+    ({"code_changes": "false", "fused_loss": "true"}, "code_changes", "--fused-loss"),
+    ({"model_source": "<b>", "params": "x"}, "params", "not a number"),  # unknown source: parameters
+    ({"nvme_path": "relative/dir"}, "nvme_path", "absolute"),
+])
+def test_bad_values_of_the_generated_fields_are_refused_by_their_field(client, changes, field, text):
+    r = client.post("/", data={"params": "7B", "gpu": "A100-80GB", "nodes": "1", **changes})
+    assert r.status_code == 422, r.text[-1500:]
+    page = Page(r.text)
+    assert f"err-{field}" in page.by_id and text in r.text, r.text[-3000:]
+    assert "<script>x" not in r.text and "<b>" not in r.text
+    group = form_fields.by_name()[field].group
+    folded = [g.key for g in form_fields.groups() if any(f.name == field for f in g.advanced)]
+    if folded:  # an error in a fold opens it
+        assert "open" in page.by_id[f"more-{folded[0]}"], (field, group)
+
+
 def _multipart(fields: dict[str, str], upload: bytes, filename: str = "config.json") -> tuple[bytes, str]:
     boundary = "----advisor-test-boundary"
     parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
