@@ -8,6 +8,7 @@ field. The fields themselves are derived from the request model (api/form_fields
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
 from email import policy
 from email.parser import BytesParser
@@ -15,12 +16,13 @@ from urllib.parse import parse_qsl
 
 from pydantic import ValidationError
 
+from advisor.cli.flags import flag_name
 from advisor.core.errors import InvalidInput
 from advisor.core.hardware import MAX_GPUS
 from advisor.emitters.choices import EmitOptions
 from api.errors import field_errors
 from api.form_fields import FORM_DEFAULTS, MODEL_GROUP, SOURCES, by_name, fields, gpu_nodes, groups
-from api.schemas import ConfigsRequest
+from api.schemas import ConfigsRequest, RecommendRequest
 
 URLENCODED, MULTIPART = "application/x-www-form-urlencoded", "multipart/form-data"
 UPLOAD = "hf_config_file"  # the file input beside the pasted config.json
@@ -47,6 +49,8 @@ class FormState:
     """Form field -> message; the key `form` holds an error that belongs to no one field."""
     upload: str | None = None
     """The name of the uploaded config.json, if one came."""
+    data: dict = field(default_factory=dict)
+    """The request fields the form gave, as typed (what `validate` read)."""
 
     @property
     def source(self) -> str:
@@ -188,7 +192,7 @@ def request_data(state: FormState) -> dict:
 def validate(state: FormState) -> ConfigsRequest | None:
     """The request (the job, plus what its config files need), or None with every error recorded
     in `state`. The NVMe path is checked where it is used (check_files, or the download)."""
-    data = request_data(state)
+    data = state.data = request_data(state)
     try:
         req = ConfigsRequest.model_validate(data)
     except ValidationError as exc:
@@ -207,6 +211,28 @@ def check_files(state: FormState, req: ConfigsRequest) -> None:
         EmitOptions(nvme_path=req.nvme_path)
     except InvalidInput as exc:
         record(state, exc)
+
+
+def command_line(state: FormState) -> str:
+    """`advisor recommend` with the flags the form set, as typed, and `--out` for the files
+    the download gives (the config.json named by its file: the CLI reads a path)."""
+    words = ["advisor", "recommend"]
+    files = {k: state.data[k] for k in ("strategy", "nvme_path") if k in state.data}
+    for name, value in state.data.items():
+        info = RecommendRequest.model_fields.get(name)
+        if info is None or str(value) == str(info.default) or (name == "strategies" and "strategy" in files):
+            continue  # a file option, a default as typed, or the strategy the download asks for
+        flag = flag_name(name)
+        if isinstance(value, dict):
+            words += [flag, state.upload or "config.json"]
+        elif value in ("true", "false") and by_name()[name].widget in ("check", "select"):
+            words.append(flag if value == "true" else "--no-" + flag[2:])
+        else:
+            words += [flag, ",".join(value) if isinstance(value, list) else str(value)]
+    if "strategy" in files:
+        words += ["--strategies", files["strategy"]]  # its best plan, as the download's
+    words += ["--out", "plan/"] + (["--nvme-path", files["nvme_path"]] if "nvme_path" in files else [])
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def record(state: FormState, exc: InvalidInput) -> None:

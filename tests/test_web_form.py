@@ -4,9 +4,12 @@ the form routes answer errors as pages (in process; tests/test_web_browser.py dr
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import math
+import re
+import shlex
 import zipfile
 from pathlib import Path
 
@@ -250,3 +253,22 @@ def test_a_row_button_downloads_that_strategys_plan(client):
     r = client.post("/bundle", data={"params": "13B", "gpu": "A100-80GB", "nodes": "1", "strategy": "zero2"})
     with zipfile.ZipFile(io.BytesIO(r.content)) as archive:
         assert json.loads(archive.read("ds_config.json"))["zero_optimization"]["stage"] == 2
+
+
+def test_the_command_line_shown_writes_the_files_the_download_gives(client, tmp_path, capsys):
+    from advisor.cli.main import main
+
+    job = {"params": "7B", "gpu": "H100-80GB", "nodes": "2", "seq_len": "2k", "compile": "true",
+           "tokens": "300B", "strategies": ["", "fsdp", "zero2", "zero3"], "sync_each_micro_batch": "false"}
+    r = client.post("/", data=job)
+    command = html.unescape(re.search(r'<pre id="command"><code>(.*?)</code>', r.text).group(1))
+    argv = shlex.split(command)
+    assert argv[:2] == ["advisor", "recommend"] and argv[-2:] == ["--out", "plan/"]
+    assert {"--compile", "--no-sync-each-micro-batch", "2k", "fsdp,zero2,zero3"} <= set(argv)
+    out = tmp_path / "plan"
+    assert main([*argv[1:-2], "--out", str(out)]) == 0, capsys.readouterr().err
+    with zipfile.ZipFile(io.BytesIO(client.post("/bundle", data=job).content)) as archive:
+        names = set(archive.namelist())
+        assert names == {p.name for p in out.iterdir()}
+        for name in names & {"training_args.json", "ds_config.json", "accelerate_config.yaml", "plan.json"}:
+            assert archive.read(name).decode() == (out / name).read_text(), name

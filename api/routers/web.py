@@ -38,6 +38,7 @@ def _page(request: Request, state: forms.FormState, status: int = 200,
                "sources": form_fields.SOURCES, "source": state.source,
                "open_groups": state.open_groups(), "result": result, "hidden": _hidden(state, result),
                "show_nvme": _show_nvme(state, result),
+               "command": forms.command_line(state) if result else "",
                "json_chars": settings.max_body_bytes // 3, "max_body_kib": settings.max_body_bytes // 1024}
     return pages.templates().TemplateResponse(request, "index.html", context, status_code=status)
 
