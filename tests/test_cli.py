@@ -311,8 +311,10 @@ def test_bad_input_edge_cases(args, field, words, forbidden):
 
 
 def test_accumulation_sync_and_fused_loss_flags_reach_the_estimate():
-    """--sync-each-micro-batch drops FSDP's unsharded-gradient buffer; --fused-loss shrinks
-    the logits term from 12 to 4 B per element (llama-3-8b, vocab 128256, 8192 x 1 tokens)."""
+    """--sync-each-micro-batch drops FSDP's unsharded-gradient buffer; --fused-loss replaces
+    the 12 B per logit of HF's loss by the plan's chunked loss: one chunk of 2^26 / 8192 = 8192
+    vocabulary entries at 6 B, 4 B per hidden element and 20 B per token (llama-3-8b, vocab
+    128256, hidden 4096, 8192 x 1 tokens)."""
     base = ("estimate", "--model", "llama-3-8b", "--gpus", "8xA100", "--seq-len", "8192",
             "--grad-accum", "4", "--json")
     plain = json.loads(cli_ok(*base))
@@ -323,4 +325,5 @@ def test_accumulation_sync_and_fused_loss_flags_reach_the_estimate():
     assert "unsharded gradients (no_sync accumulation)" in plain["memory"]["buffers_detail"]
     assert "unsharded gradients (no_sync accumulation)" not in tuned["memory"]["buffers_detail"]
     logits = plain["memory"]["per_gpu_bytes"]["logits"] - tuned["memory"]["per_gpu_bytes"]["logits"]
-    assert logits == 8 * 8192 * 128256
+    tokens = 8192
+    assert logits == 12 * tokens * 128256 - (6 * tokens * 8192 + 4 * tokens * 4096 + 20 * tokens)

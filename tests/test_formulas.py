@@ -71,12 +71,18 @@ def test_logits_bytes():
     # at the start of backward: fp32 log-softmax + two fp32 gradients, 12 B over
     # 8192 x 2 x 128256, plus the final RMSNorm's (4 + 2 + 2) B x 4096 per token
     assert activations.logits_bytes(m, w, 2) == 12 * 8192 * 2 * 128256 + 8 * 8192 * 2 * 4096
-    # a fused cross-entropy keeps the bf16 logits and writes their bf16 gradient: 2 x 2 B
+    # the plan's fused loss (advisor_ac's chunked cross-entropy): one chunk of 2^26 // 16384
+    # tokens = 4096 vocab entries at (4 B fp32 + 2 B bf16), the fp32 gradient of the hidden
+    # states (4 B x 4096), 20 B per token; plus the final norm
     fused = w.model_copy(update={"fused_loss": True})
-    assert activations.logits_bytes(m, fused, 2) == 4 * 8192 * 2 * 128256 + 8 * 8192 * 2 * 4096
-    # in pure fp32 the two elements are 4 B each
+    tokens = 8192 * 2
+    assert activations.vocab_chunk(tokens, 128256) == 4096
+    assert activations.logits_bytes(m, fused, 2) == (6 * tokens * 4096 + 4 * tokens * 4096
+                                                     + 20 * tokens + 8 * tokens * 4096)
+    # in pure fp32 the chunk's logits and its cast are 4 B each; norms 4 + 4 + 4
     fp32 = Workload(seq_len=8192, micro_batch=2, precision="fp32", fused_loss=True)
-    assert activations.logits_bytes(m, fp32, 4) == 8 * 8192 * 2 * 128256 + 12 * 8192 * 2 * 4096
+    assert activations.logits_bytes(m, fp32, 4) == (8 * tokens * 4096 + 4 * tokens * 4096
+                                                    + 20 * tokens + 12 * tokens * 4096)
 
 
 ONE_NODE, TWO_NODES, REPLICAS = Group(8, 1), Group(8, 2), Group(1, 2)

@@ -30,6 +30,15 @@ def _text_model(config: dict[str, Any], model_type: str) -> tuple[dict[str, Any]
     return inner, TEXT_MODELS[model_type]
 
 
+ACTIVATION_KEY = {**{f: "hidden_act" for f in (
+    "llama", "granite", "mistral", "qwen2", "qwen3", "olmo2", "phi3", "mixtral", "qwen2_moe",
+    "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_neox")},
+    "gemma2": "hidden_activation", "gemma3_text": "hidden_activation",
+    "gpt2": "activation_function", "falcon": "activation"}
+"""The config key naming the MLP activation, per family (MPT's MLP is always GELU; gpt-oss
+has its own clamped SwiGLU)."""
+
+
 def from_hf_config(config: Any, name: str | None = None, source: str = "") -> ModelSpec:
     """ModelSpec from a parsed config.json. `name` defaults to `_name_or_path`, else model_type."""
     if not isinstance(config, dict):
@@ -47,6 +56,9 @@ def from_hf_config(config: Any, name: str | None = None, source: str = "") -> Mo
                            "described, so its memory and time would be guesses)", SUPPORTED)
     reader, required = FAMILIES[family]
     fields = reader(Keys(config, family, required))
+    if family in ACTIVATION_KEY and isinstance(config.get(ACTIVATION_KEY[family]), str):
+        fields["activation"] = check_text(config[ACTIVATION_KEY[family]],
+                                          f"{FIELD}.{ACTIVATION_KEY[family]}", 32).lower()
     text = source or "Hugging Face config.json"
     try:
         return ModelSpec(name=name or model_type, family=family, source=f"{text} ({family})", **fields)

@@ -80,6 +80,9 @@ class ModelSpec(BaseModel):
     """One qkv projection tensor (Phi-3, NeoX, Falcon): the same count, one tensor."""
     fused_gate_up: bool = False
     """One gate+up projection tensor (Phi-3)."""
+    activation: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_]{0,31}$")
+    """The MLP activation the config names (hidden_act, hidden_activation, activation_function,
+    activation); None: the family's default (advisor/core/activations.py DEFAULT_ACTIVATION)."""
     position_embedding: Literal["rope", "alibi", "learned"] = "rope"
     max_position_embeddings: int = Field(default=4096, gt=0)
     decoder_layer_class: str = Field(default="LlamaDecoderLayer", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")

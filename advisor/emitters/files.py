@@ -160,7 +160,10 @@ def build_plan(est: Estimate | InfeasiblePlan, options: EmitOptions, why: list[s
     ds = ds_config(e, config, options) if isinstance(config, ZeroConfig) else None
     ds_path = str(folder / "ds_config.json") if ds else None
     acc = accelerate_config(e, options, ds_path)
-    notes = list(dict.fromkeys([*notes, *e.cluster.notes, *e.notes]))  # in order, once each
+    # in order, once each; the defaults assumed are this plan's own (a search's notes list those
+    # of every strategy it tried)
+    notes = list(dict.fromkeys([*(n for n in notes if not n.startswith("assumed ")),
+                                *e.cluster.notes, *e.notes]))
     return Plan(estimate=e, accelerate=acc, deepspeed=ds, why=why, script=script_notes(e, ds),
                 notes=notes)
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from advisor.core.architecture import MLASpec, MoESpec
 from advisor.core.errors import InvalidInput
-from advisor.core.hf_config import from_hf_config
+from advisor.core.hf_config import ACTIVATION_KEY, from_hf_config
 from advisor.core.model import ModelSpec
 
 Config = dict[str, Any]
@@ -301,6 +301,10 @@ def to_hf_config(spec: ModelSpec) -> dict[str, Any]:
             raise _Unwritable(f"heads ({spec.heads}) must divide hidden ({spec.hidden}) for "
                               f"transformers' {spec.family} config class")
         config = {"model_type": spec.family, "architectures": [architecture], **write(spec)}
+        if spec.activation is not None:
+            if spec.family not in ACTIVATION_KEY:
+                raise _Unwritable(f"its config has no activation key for {spec.activation!r}")
+            config[ACTIVATION_KEY[spec.family]] = spec.activation
         _read_back(spec, config)
     except _Unwritable as error:
         raise _cannot(spec, str(error)) from None

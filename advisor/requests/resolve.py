@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from advisor.core import activations
 from advisor.core.errors import Infeasible, InvalidInput
 from advisor.core.hardware import Cluster, ClusterOverrides, parse_cluster
 from advisor.core.hf_config import from_hf_config
@@ -76,6 +77,7 @@ def base_workload(req: JobRequest, cluster: Cluster, model: ModelSpec) -> tuple[
         # what the search chooses, at estimate's defaults when unset
         "micro_batch": req.micro_batch or 1, "grad_accum": req.grad_accum or 1, "precision": precision,
         "act_ckpt": req.act_ckpt or "none", "sync_each_micro_batch": bool(req.sync_each_micro_batch)})
+    activations.check_modelled(model, workload)  # refuses what the activation model does not describe
     return workload, cluster
 
 

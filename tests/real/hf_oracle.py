@@ -243,12 +243,14 @@ FAMILIES = ["llama-2-7b", "llama-3-8b", "llama-3.1-8b", "llama-3.1-70b", "llama-
             "mistral-nemo-12b", "mixtral-8x7b", "qwen2-7b", "qwen2.5-7b", "qwen3-8b", "qwen3-30b-a3b",
             "gemma-2-9b", "gemma-3-12b", "gemma-3-1b", "phi-3-mini-4k", "phi-3.5-mini", "phi-4",
             "gpt-neox-20b", "pythia-1.4b", "olmo-2-7b", "deepseek-v2-lite", "deepseek-v3", "gpt-oss-20b",
-            "falcon-7b"]  # not gpt2 (learned positions end at 1024), mpt-7b (ALiBi for 2048 tokens)
+            "falcon-7b"]  # not gpt2: CPU runs its dropout attention on SDPA's math path (CUDA: flash)
+SHORT = ["mpt-7b"]  # sequence 2048 only: MptModel builds its ALiBi bias for max_seq_len 2048
 
 
-def _depth(model: str) -> int:  # the published num_hidden_layers
-    return (raw := json.loads(Path(f"{CONFIGS}/{model}.json").read_text())).get("text_config", raw)[
-        "num_hidden_layers"]
+def _depth(model: str) -> int:  # the published num_hidden_layers (MPT: n_layers)
+    raw = json.loads(Path(f"{CONFIGS}/{model}.json").read_text())
+    raw = raw.get("text_config", raw)
+    return raw.get("num_hidden_layers", raw.get("n_layers"))
 
 
 def matrix(kind: str) -> list[dict[str, Any]]:
@@ -259,8 +261,9 @@ def matrix(kind: str) -> list[dict[str, Any]]:
                 "layers": layers, "world": world, "micro_batch": mb, "seq_len": seq, **kw}
     if kind == "families":
         out = [case(m, n, w, 1, s) for m in FAMILIES for n in (2, 4) for w in (8, 64) for s in (2048, 8192)]
+        out += [case(m, n, w, 1, 2048) for m in SHORT for n in (2, 4) for w in (8, 64)]
         out += [case("gemma-2-9b", n, 8, 1, s, attn="eager") for n in (2, 4) for s in (2048, 8192)]
-        out += [case(m, _depth(m), 64, 1, 2048) for m in FAMILIES]  # the published depth
+        out += [case(m, _depth(m), 64, 1, 2048) for m in FAMILIES + SHORT]  # the published depth
         return out + [case(m, n, 8, 1, s, sdpa_kernel="cpu") for m in ("deepseek-v2-lite", "deepseek-v3")
                       for n in (2, 4) for s in (2048, 8192)]  # MLA with the CPU's math SDPA
     dense = ("llama-3.1-8b", "mistral-7b-v0.1", "qwen2-7b")
